@@ -1,0 +1,10 @@
+//! The systems under test and their mock peers. Knows nothing of the harness: components reach
+//! the network, the clock and randomness through [`seam`] and report what they do as `tracing`
+//! events whose vocabulary is [`events`].
+
+pub mod bugs;
+pub mod events;
+pub mod relay;
+pub mod rng;
+pub mod seam;
+pub mod stdio;

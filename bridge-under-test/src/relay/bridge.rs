@@ -1,0 +1,553 @@
+//! The stdio-to-SSE bridge (MODEL.md §1.4). One `RefCell<State>` holds all bookkeeping; tasks
+//! (stdin reader, stream reader, pump, sweeper, watchdog) mutate it synchronously and never hold
+//! a borrow across an `await`, so every check-and-act is atomic.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+use super::config::BridgeConfig;
+use super::http::{self, spawn_owned, AbortOnDrop};
+use super::jsonrpc::{self, id_key, Shape};
+use super::sse::SseParser;
+use super::state::{ClosedOut, InFlight, Outgoing, State};
+use super::RELAYER_PORT;
+use crate::events::kind;
+use crate::rng::SimRng;
+use crate::seam::{self, ms_since};
+use crate::stdio::ServerEnds;
+use crate::emit;
+
+/// Run the bridge until stdin reaches EOF; then fail what is owed and exit.
+pub async fn run(config: BridgeConfig, stdio: ServerEnds) -> Result<(), Box<dyn std::error::Error>> {
+    let (out_tx, out_rx) = mpsc::unbounded_channel();
+    let bridge = Rc::new(Bridge::new(config, out_tx));
+    emit!(
+        kind::BRIDGE_START,
+        call_timeout_ms = bridge.call_timeout_ms,
+        sweep_period_ms = bridge.config.sweep_period_ms(),
+        sse_idle_ms = bridge.config.sse_idle_ms
+    );
+    let writer = tokio::task::spawn_local(write_lines(stdio.stdout, out_rx));
+    bridge.ensure_connected();
+    let sweeper = (!bridge.config.bugs.no_call_deadline).then(|| spawn_owned(sweep(bridge.clone())));
+    let watchdog = spawn_owned(watch(bridge.clone()));
+    let mut lines = BufReader::new(stdio.stdin).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        bridge.on_line(&line);
+    }
+    drop((sweeper, watchdog));
+    bridge.shutdown();
+    writer.await?;
+    Ok(())
+}
+
+/// Copy reply lines to stdout until every sender is gone.
+async fn write_lines(mut stdout: tokio::io::DuplexStream, mut lines: mpsc::UnboundedReceiver<String>) {
+    while let Some(mut line) = lines.recv().await {
+        line.push('\n');
+        if stdout.write_all(line.as_bytes()).await.is_err() {
+            break;
+        }
+    }
+    let _ = stdout.shutdown().await;
+}
+
+#[derive(Default)]
+struct Tasks {
+    connect: Option<AbortOnDrop>,
+    stream: Option<AbortOnDrop>,
+    pump: Option<AbortOnDrop>,
+}
+
+struct Bridge {
+    config: BridgeConfig,
+    call_timeout_ms: u64,
+    state: RefCell<State>,
+    rng: RefCell<SimRng>,
+    out: RefCell<Option<mpsc::UnboundedSender<String>>>,
+    tasks: RefCell<Tasks>,
+    /// The generation the pump is serving, if one is running.
+    pumping: RefCell<Option<u64>>,
+}
+
+impl Bridge {
+    fn new(config: BridgeConfig, out: mpsc::UnboundedSender<String>) -> Self {
+        let closed_out = ClosedOut::new(config.closed_out_cap, config.closed_out_retention_ms);
+        Self {
+            call_timeout_ms: config.call_timeout_ms(),
+            state: RefCell::new(State::new(closed_out, seam::now())),
+            rng: RefCell::new(SimRng::new(config.seed)),
+            out: RefCell::new(Some(out)),
+            tasks: RefCell::default(),
+            pumping: RefCell::new(None),
+            config,
+        }
+    }
+
+    fn write(&self, msg: &Value) {
+        if let Some(out) = self.out.borrow().as_ref() {
+            let _ = out.send(msg.to_string());
+        }
+    }
+
+    /// Write a reply the client is owed and record where it came from.
+    fn reply(&self, id: &Value, msg: &Value, source: &str) {
+        emit!(kind::CALL_REPLY, id = %id, source);
+        self.write(msg);
+    }
+
+    // ---- stdin -------------------------------------------------------------------------------
+
+    fn on_line(self: &Rc<Self>, line: &str) {
+        if line.trim().is_empty() {
+            return;
+        }
+        let Ok(msg) = serde_json::from_str::<Value>(line) else {
+            emit!(kind::CALL_REPLY, id = "", source = "parse_error");
+            self.write(&jsonrpc::error(None, -32700, "Parse error: the line is not valid JSON"));
+            return;
+        };
+        match jsonrpc::shape(&msg) {
+            Shape::Request { id, method } if method == "initialize" => self.initialize(&id, msg),
+            Shape::Request { id, method } => self.admit(id, method, msg),
+            Shape::Notification { .. } | Shape::Response { .. } => self.enqueue_note(msg),
+            Shape::Invalid => {
+                let id = msg.get("id").filter(|id| !id.is_null());
+                emit!(kind::CALL_REPLY, id = "", source = "invalid");
+                self.write(&jsonrpc::error(id, -32600, "Invalid Request: not a JSON-RPC message"));
+            }
+        }
+        self.kick();
+    }
+
+    /// Answer `initialize` at once, and forward it so the relayer sees the handshake; its
+    /// upstream reply is suppressed (never a second reply).
+    fn initialize(&self, id: &Value, msg: Value) {
+        let result = jsonrpc::initialize_result(&msg, "relay-bridge", env!("CARGO_PKG_VERSION"));
+        self.reply(id, &jsonrpc::result(id, result), "local");
+        let now = seam::now();
+        self.state.borrow_mut().suppressed.insert(id_key(id), now);
+        self.enqueue_note(msg);
+    }
+
+    fn admit(&self, id: Value, method: String, msg: Value) {
+        let key = id_key(&id);
+        let mut state = self.state.borrow_mut();
+        if state.closing {
+            return;
+        }
+        if state.inflight.contains_key(&key) {
+            drop(state);
+            let text = "Invalid Request: a request with this id is still in flight";
+            emit!(kind::CALL_REPLY, id = %id, source = "invalid");
+            self.write(&jsonrpc::error(Some(&id), -32600, text));
+            return;
+        }
+        state.closed_out.forget(&key);
+        let idempotency_key = self.rng.borrow_mut().hex(16);
+        emit!(kind::CALL_ADMIT, id = %id, method = %method, key = %idempotency_key);
+        let seq = state.take_seq();
+        let entry = InFlight {
+            seq,
+            started_at: seam::now(),
+            id,
+            method,
+            msg,
+            key: idempotency_key,
+            posted_gen: None,
+        };
+        state.inflight.insert(key, entry);
+    }
+
+    fn enqueue_note(&self, msg: Value) {
+        let mut state = self.state.borrow_mut();
+        let seq = state.take_seq();
+        state.notes.insert(seq, msg);
+    }
+
+    // ---- the pump: POSTs in admission order to the live session --------------------------------
+
+    /// Start the pump for the live session unless one is already serving it.
+    fn kick(self: &Rc<Self>) {
+        let gen = {
+            let state = self.state.borrow();
+            if state.session.is_none() || state.closing {
+                return;
+            }
+            state.gen
+        };
+        if *self.pumping.borrow() == Some(gen) {
+            return;
+        }
+        *self.pumping.borrow_mut() = Some(gen);
+        self.tasks.borrow_mut().pump = Some(spawn_owned(self.clone().pump(gen)));
+    }
+
+    async fn pump(self: Rc<Self>, gen: u64) {
+        loop {
+            let next = {
+                let state = self.state.borrow();
+                if state.gen != gen || state.session.is_none() {
+                    None
+                } else {
+                    state.next_outgoing(gen)
+                }
+            };
+            match next {
+                Some(Outgoing::Request(key)) => self.post_request(gen, &key).await,
+                Some(Outgoing::Note(seq)) => self.post_note(gen, seq).await,
+                None => break,
+            }
+        }
+        let mut pumping = self.pumping.borrow_mut();
+        if *pumping == Some(gen) {
+            *pumping = None;
+        }
+    }
+
+    fn session_path(&self) -> Option<String> {
+        self.state.borrow().session.clone()
+    }
+
+    async fn post_note(self: &Rc<Self>, gen: u64, seq: u64) {
+        let Some(msg) = self.state.borrow_mut().notes.remove(&seq) else { return };
+        let Some(path) = self.session_path() else { return };
+        let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
+        let id = msg.get("id").map(Value::to_string).unwrap_or_default();
+        emit!(kind::POST_SEND, id = %id, method, key = "", gen, replay = false, tracked = false);
+        let status = self.post(&path, None, msg.to_string()).await;
+        emit!(kind::POST_STATUS, id = %id, status, attempt = 0u32);
+        if status == 404 {
+            self.close_stream(gen, "expired");
+        }
+    }
+
+    /// POST one in-flight request, re-checking just before each attempt that it is still owed.
+    async fn post_request(self: &Rc<Self>, gen: u64, key: &str) {
+        for attempt in 0..=self.config.post_retries {
+            let Some((body, header_key, id, path)) = self.claim(gen, key, attempt) else { return };
+            let status = self.post(&path, header_key.as_deref(), body).await;
+            emit!(kind::POST_STATUS, id = %id, status, attempt);
+            match status {
+                200..=299 => return,
+                404 => return self.close_stream(gen, "expired"),
+                429 | 500..=599 if attempt < self.config.post_retries => {
+                    seam::sleep_ms(250 << attempt).await;
+                }
+                status => return self.reject(key, &rejection_text(status, attempt + 1)),
+            }
+        }
+    }
+
+    /// Mark the request as posted to `gen` and return what to send, or `None` if it is no
+    /// longer in flight or the session changed.
+    fn claim(&self, gen: u64, key: &str, attempt: u32) -> Option<(String, Option<String>, Value, String)> {
+        let mut state = self.state.borrow_mut();
+        if state.gen != gen {
+            return None;
+        }
+        let path = state.session.clone()?;
+        let bugs = self.config.bugs;
+        let entry = state.inflight.get_mut(key)?;
+        let replay = entry.posted_gen.is_some_and(|posted| posted != gen);
+        if replay && bugs.refresh_deadline_on_replay {
+            entry.started_at = seam::now();
+        }
+        entry.posted_gen = Some(gen);
+        let header_key = (!(replay && bugs.no_idempotency_key)).then(|| entry.key.clone());
+        emit!(
+            kind::POST_SEND,
+            id = %entry.id,
+            method = %entry.method,
+            key = header_key.as_deref().unwrap_or(""),
+            gen,
+            replay,
+            tracked = true,
+            attempt
+        );
+        Some((entry.msg.to_string(), header_key, entry.id.clone(), path))
+    }
+
+    /// POST to the session path; the HTTP status, or 0 for a network error.
+    async fn post(&self, path: &str, key: Option<&str>, body: String) -> u16 {
+        let target = (self.config.relayer.as_str(), RELAYER_PORT);
+        http::post_json(target, path, &self.config.token, key, body).await.unwrap_or(0)
+    }
+
+    /// Answer a request the relayer definitively refused, naming the cause.
+    fn reject(&self, key: &str, text: &str) {
+        let Some(entry) = self.state.borrow_mut().inflight.remove(key) else { return };
+        self.reply(&entry.id, &jsonrpc::failure(&entry.id, &entry.method, text), "rejected");
+    }
+
+    // ---- the stream -------------------------------------------------------------------------
+
+    /// Start a connect loop unless one is running or the stream is up (single flight).
+    fn ensure_connected(self: &Rc<Self>) {
+        {
+            let mut state = self.state.borrow_mut();
+            if state.connecting || state.session.is_some() || state.closing {
+                return;
+            }
+            state.connecting = true;
+        }
+        self.tasks.borrow_mut().connect = Some(spawn_owned(self.clone().connect()));
+    }
+
+    async fn connect(self: Rc<Self>) {
+        loop {
+            let (gen, attempt) = {
+                let mut state = self.state.borrow_mut();
+                state.gen += 1;
+                (state.gen, state.attempt)
+            };
+            if attempt > 0 {
+                seam::sleep_ms(BridgeConfig::backoff_ms(attempt - 1)).await;
+            }
+            emit!(kind::SSE_CONNECT, gen, attempt);
+            let target = (self.config.relayer.as_str(), RELAYER_PORT);
+            match http::get_stream(target, "/sse", &self.config.token).await {
+                Ok(stream) => {
+                    let mut state = self.state.borrow_mut();
+                    state.last_activity = seam::now();
+                    state.stream_open = true;
+                    drop(state);
+                    let reader = spawn_owned(self.clone().read(gen, stream));
+                    self.tasks.borrow_mut().stream = Some(reader);
+                    return;
+                }
+                Err(_) => {
+                    self.state.borrow_mut().attempt += 1;
+                    emit!(kind::SSE_CLOSED, gen, reason = "error");
+                }
+            }
+        }
+    }
+
+    async fn read(self: Rc<Self>, gen: u64, mut stream: http::Stream) {
+        let mut parser = SseParser::default();
+        let reason = loop {
+            match stream.next_chunk().await {
+                Some(Ok(bytes)) => {
+                    self.touch(gen);
+                    for event in parser.feed(&bytes) {
+                        self.on_event(gen, &event.event, &event.data);
+                    }
+                }
+                Some(Err(_)) => break "error",
+                None => break "eof",
+            }
+        };
+        self.close_stream(gen, reason);
+    }
+
+    fn touch(&self, gen: u64) {
+        let mut state = self.state.borrow_mut();
+        if state.gen == gen {
+            state.last_activity = seam::now();
+        }
+    }
+
+    fn on_event(self: &Rc<Self>, gen: u64, event: &str, data: &str) {
+        if self.state.borrow().gen != gen {
+            return;
+        }
+        match event {
+            "endpoint" => {
+                let mut state = self.state.borrow_mut();
+                state.session = Some(data.to_string());
+                state.connecting = false;
+                state.attempt = 0;
+                state.orphan_streak = 0;
+                drop(state);
+                emit!(kind::SSE_ENDPOINT, gen, session = data);
+                self.kick();
+            }
+            "message" => match serde_json::from_str::<Value>(data) {
+                Ok(msg) => self.on_upstream(msg),
+                Err(_) => emit!(kind::REPLY_DROPPED, id = "", reason = "unparseable"),
+            },
+            _ => {}
+        }
+    }
+
+    /// Close the stream of generation `gen` (if still current) and reconnect.
+    fn close_stream(self: &Rc<Self>, gen: u64, reason: &str) {
+        {
+            let mut state = self.state.borrow_mut();
+            if state.gen != gen || !(state.stream_open || state.session.is_some()) {
+                return;
+            }
+            state.session = None;
+            state.stream_open = false;
+            state.connecting = false;
+            state.orphan_streak = 0;
+        }
+        emit!(kind::SSE_CLOSED, gen, reason);
+        let stale = {
+            let mut tasks = self.tasks.borrow_mut();
+            (tasks.stream.take(), tasks.pump.take())
+        };
+        *self.pumping.borrow_mut() = None;
+        drop(stale);
+        self.ensure_connected();
+    }
+
+    /// A message from the relayer: a reply is forwarded only if its request is still owed.
+    fn on_upstream(&self, msg: Value) {
+        let Shape::Response { id } = jsonrpc::shape(&msg) else {
+            self.write(&msg);
+            return;
+        };
+        let key = id_key(&id);
+        let mut state = self.state.borrow_mut();
+        if state.suppressed.remove(&key).is_some() {
+            drop(state);
+            emit!(kind::REPLY_DROPPED, id = %id, reason = "suppressed");
+            return;
+        }
+        if state.inflight.remove(&key).is_some() {
+            state.orphan_streak = 0;
+            drop(state);
+            return self.reply(&id, &msg, "upstream");
+        }
+        let reason = if state.closed_out.contains(&key) { "closed_out" } else { "unknown" };
+        drop(state);
+        if self.config.bugs.no_closed_out_filter {
+            return self.reply(&id, &msg, "upstream");
+        }
+        emit!(kind::REPLY_DROPPED, id = %id, reason);
+    }
+
+    // ---- timers -----------------------------------------------------------------------------
+
+    /// Close out every request older than the call deadline; reconnect after repeated orphans.
+    fn sweep_once(self: &Rc<Self>) {
+        let now = seam::now();
+        let expired: Vec<String> = {
+            let state = self.state.borrow();
+            let mut old: Vec<&InFlight> = state
+                .inflight
+                .values()
+                .filter(|entry| ms_since(entry.started_at) > self.call_timeout_ms)
+                .collect();
+            old.sort_by_key(|entry| entry.seq);
+            old.iter().map(|entry| id_key(&entry.id)).collect()
+        };
+        for key in expired {
+            self.close_out(&key);
+        }
+        let mut state = self.state.borrow_mut();
+        state.closed_out.expire(now);
+        let timeout = self.call_timeout_ms;
+        state.suppressed.retain(|_, at| now.saturating_duration_since(*at).as_millis() <= u128::from(timeout));
+        let orphaned = state.orphan_streak >= 2 && state.session.is_some();
+        let gen = state.gen;
+        drop(state);
+        if orphaned {
+            self.close_stream(gen, "orphans");
+        }
+    }
+
+    fn close_out(&self, key: &str) {
+        let mut state = self.state.borrow_mut();
+        let Some(entry) = state.inflight.remove(key) else { return };
+        state.closed_out.insert(key.to_string(), seam::now());
+        let stream_up = state.session.is_some();
+        if stream_up {
+            state.orphan_streak += 1;
+        }
+        drop(state);
+        let age_ms = ms_since(entry.started_at);
+        let stream = if stream_up { "up" } else { "down" };
+        emit!(kind::CALL_CLOSED_OUT, id = %entry.id, method = %entry.method, age_ms, stream);
+        let text = self.close_out_text(stream_up);
+        self.reply(&entry.id, &jsonrpc::failure(&entry.id, &entry.method, &text), "close_out");
+    }
+
+    fn close_out_text(&self, stream_up: bool) -> String {
+        if self.config.bugs.relayer_unavailable_wording {
+            return "relayer unavailable, retry".to_string();
+        }
+        let timeout = self.call_timeout_ms;
+        let what = if stream_up {
+            "although the relayer stream was healthy: the reply was lost"
+        } else {
+            "while the relayer stream was down"
+        };
+        format!(
+            "no reply within {timeout} ms {what}. The work may have completed: check its effect \
+             before retrying a write."
+        )
+    }
+
+    fn check_idle(self: &Rc<Self>) {
+        let state = self.state.borrow();
+        let idle = state.stream_open && ms_since(state.last_activity) > self.config.sse_idle_ms;
+        let gen = state.gen;
+        drop(state);
+        if idle {
+            self.close_stream(gen, "idle");
+        }
+    }
+
+    // ---- shutdown ---------------------------------------------------------------------------
+
+    /// stdin reached EOF: fail everything owed with an error, stop every task, close stdout.
+    fn shutdown(&self) {
+        let owed: Vec<InFlight> = {
+            let mut state = self.state.borrow_mut();
+            state.closing = true;
+            state.notes.clear();
+            let mut owed: Vec<InFlight> = std::mem::take(&mut state.inflight).into_values().collect();
+            owed.sort_by_key(|entry| entry.seq);
+            owed
+        };
+        let text = "the bridge is shutting down (stdin closed) before the reply arrived. The \
+                    work may have completed: check its effect before retrying a write.";
+        for entry in &owed {
+            self.reply(&entry.id, &jsonrpc::failure(&entry.id, &entry.method, text), "shutdown");
+        }
+        emit!(kind::BRIDGE_EXIT, failed = owed.len());
+        *self.tasks.borrow_mut() = Tasks::default();
+        self.out.borrow_mut().take();
+    }
+}
+
+async fn sweep(bridge: Rc<Bridge>) {
+    let mut tick = interval_ms(bridge.config.sweep_period_ms());
+    loop {
+        tick.tick().await;
+        bridge.sweep_once();
+    }
+}
+
+async fn watch(bridge: Rc<Bridge>) {
+    let mut tick = interval_ms(bridge.config.watchdog_period_ms());
+    loop {
+        tick.tick().await;
+        bridge.check_idle();
+    }
+}
+
+fn interval_ms(ms: u64) -> tokio::time::Interval {
+    let period = std::time::Duration::from_millis(ms);
+    tokio::time::interval_at(seam::now() + period, period)
+}
+
+/// The error text for a definitive POST rejection; it always names the status.
+fn rejection_text(status: u16, attempts: u32) -> String {
+    match status {
+        0 => "network error: the relayer could not be reached to deliver the request".to_string(),
+        401 | 403 => format!(
+            "the relayer rejected the credentials (HTTP {status}): check the account's token"
+        ),
+        429 => format!("rate limited by the relayer (HTTP 429) after {attempts} attempts"),
+        500..=599 => format!("the relayer failed (HTTP {status}) after {attempts} attempts"),
+        _ => format!("the relayer answered HTTP {status}"),
+    }
+}

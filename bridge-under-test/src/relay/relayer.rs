@@ -1,0 +1,382 @@
+//! The mock relayer: hosts the MCP server and its tools behind `GET /sse` (the reply stream) and
+//! `POST /messages?sessionId=..` (202 / 404 / 401 / 429 / 5xx), with an execution log keyed by
+//! idempotency key and the fault knobs of [`RelayerKnobs`](super::RelayerKnobs).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use bytes::Bytes;
+use rmcp::model::{ListToolsResult, Tool as McpTool};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::config::RelayerConfig;
+use super::http::{self, ChannelBody};
+use super::jsonrpc::{self, id_key, Shape};
+use super::knobs::{lock, SharedKnobs};
+use super::sse;
+use super::RELAYER_PORT;
+use crate::emit;
+use crate::events::kind;
+use crate::rng::SimRng;
+use crate::seam;
+
+/// What survives a relayer bounce: its database (the execution log) and its boot count.
+#[derive(Debug, Default)]
+pub struct Durable {
+    boots: u64,
+    log: BTreeMap<String, Execution>,
+}
+
+pub type SharedDurable = Arc<Mutex<Durable>>;
+
+#[derive(Debug)]
+struct Execution {
+    /// The session the reply goes to: the latest one that asked.
+    reply_to: String,
+    /// The reply, once the tool finished.
+    done: Option<Value>,
+}
+
+/// Serve until the host is crashed or bounced.
+pub async fn run(
+    config: RelayerConfig,
+    knobs: SharedKnobs,
+    durable: SharedDurable,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let boot = {
+        let mut durable = lock(&durable);
+        durable.boots += 1;
+        // An execution cut short by the restart never committed: forget it.
+        durable.log.retain(|_, execution| execution.done.is_some());
+        durable.boots
+    };
+    emit!(kind::RELAYER_START, boot);
+    let live = Live { sessions: BTreeMap::new(), next_session: 0, rng: SimRng::new(config.seed ^ boot) };
+    let app = App(Arc::new(Inner { config, knobs, durable, boot, live: Mutex::new(live) }));
+    let router = Router::new()
+        .route("/sse", get(open_stream))
+        .route("/messages", post(on_post))
+        .with_state(app);
+    http::serve(RELAYER_PORT, router).await?;
+    Ok(())
+}
+
+#[derive(Clone)]
+struct App(Arc<Inner>);
+
+struct Inner {
+    config: RelayerConfig,
+    knobs: SharedKnobs,
+    durable: SharedDurable,
+    boot: u64,
+    live: Mutex<Live>,
+}
+
+/// Lost on a bounce: the open sessions.
+struct Live {
+    sessions: BTreeMap<String, mpsc::UnboundedSender<String>>,
+    next_session: u64,
+    rng: SimRng,
+}
+
+fn authorized(config: &RelayerConfig, headers: &HeaderMap) -> bool {
+    let expected = format!("Bearer {}", config.token);
+    headers.get("authorization").and_then(|v| v.to_str().ok()) == Some(expected.as_str())
+}
+
+async fn open_stream(State(app): State<App>, headers: HeaderMap) -> Response {
+    if !authorized(&app.0.config, &headers) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    let (items_tx, items_rx) = mpsc::unbounded_channel();
+    let (body_tx, body_rx) = mpsc::unbounded_channel();
+    let session = {
+        let mut live = lock(&app.0.live);
+        live.next_session += 1;
+        let nonce = live.rng.hex(6);
+        let session = format!("b{}-s{}-{nonce}", app.0.boot, live.next_session);
+        live.sessions.insert(session.clone(), items_tx);
+        session
+    };
+    emit!(kind::STREAM_OPEN, session = %session);
+    tokio::task::spawn_local(stream(app.clone(), session, items_rx, body_tx));
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::new(ChannelBody(body_rx)))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// Write one session's stream: the endpoint event, keep-alives, and replies, obeying the stall
+/// and EOF knobs. Frames are cut into chunks at seeded points so the bridge's framing is tested.
+async fn stream(
+    app: App,
+    session: String,
+    mut items: mpsc::UnboundedReceiver<String>,
+    body: mpsc::UnboundedSender<Bytes>,
+) {
+    let config = &app.0.config;
+    let (changed, epoch) = {
+        let knobs = lock(&app.0.knobs);
+        (knobs.changed.clone(), knobs.eof_epoch)
+    };
+    let mut backlog = VecDeque::from([sse::frame("endpoint", &format!("/messages?sessionId={session}"))]);
+    let mut keepalive_at = seam::now() + std::time::Duration::from_millis(config.first_keepalive_ms);
+    loop {
+        let notified = changed.notified();
+        let (stall, eof) = {
+            let knobs = lock(&app.0.knobs);
+            (knobs.stall, knobs.eof_epoch != epoch)
+        };
+        if eof {
+            emit!(kind::FAULT_FIRED, fault = "stream_eof", id = "", session = %session);
+            break;
+        }
+        if !stall && !flush(&app, &mut backlog, &body) {
+            break;
+        }
+        tokio::select! {
+            item = items.recv() => match item {
+                Some(frame) => backlog.push_back(frame),
+                None => break,
+            },
+            () = tokio::time::sleep_until(keepalive_at) => {
+                if !stall {
+                    backlog.push_back(sse::KEEPALIVE.to_string());
+                }
+                keepalive_at += std::time::Duration::from_millis(config.keepalive_ms);
+            }
+            () = notified => {}
+            () = body.closed() => break,
+        }
+    }
+    lock(&app.0.live).sessions.remove(&session);
+    emit!(kind::STREAM_CLOSE, session = %session);
+}
+
+/// Write the backlog as seeded chunks; `false` once the client has gone.
+fn flush(app: &App, backlog: &mut VecDeque<String>, body: &mpsc::UnboundedSender<Bytes>) -> bool {
+    while let Some(frame) = backlog.pop_front() {
+        let bytes = frame.into_bytes();
+        let cut = {
+            let mut live = lock(&app.0.live);
+            match live.rng.below(3) {
+                0 => live.rng.below(bytes.len() as u64) as usize,
+                _ => 0,
+            }
+        };
+        let parts = if cut == 0 { vec![&bytes[..]] } else { vec![&bytes[..cut], &bytes[cut..]] };
+        for part in parts {
+            if body.send(Bytes::copy_from_slice(part)).is_err() {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+async fn on_post(
+    State(app): State<App>,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+    body: String,
+) -> StatusCode {
+    let session = query.get("sessionId").cloned().unwrap_or_default();
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_string);
+    let msg: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let id = msg.get("id").map(Value::to_string).unwrap_or_default();
+    let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
+    let status = app.admit(&session, &headers, &msg);
+    emit!(
+        kind::HTTP_POST,
+        session = %session,
+        id = %id,
+        method = %method,
+        key = key.as_deref().unwrap_or(""),
+        status = status.as_u16()
+    );
+    if status == StatusCode::ACCEPTED {
+        app.dispatch(&session, msg, key);
+    }
+    status
+}
+
+impl App {
+    fn admit(&self, session: &str, headers: &HeaderMap, msg: &Value) -> StatusCode {
+        if !authorized(&self.0.config, headers) {
+            return StatusCode::UNAUTHORIZED;
+        }
+        if let Some(status) = lock(&self.0.knobs).reject_status {
+            return StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        }
+        if !lock(&self.0.live).sessions.contains_key(session) {
+            return StatusCode::NOT_FOUND;
+        }
+        if msg.is_null() {
+            return StatusCode::BAD_REQUEST;
+        }
+        StatusCode::ACCEPTED
+    }
+
+    fn dispatch(&self, session: &str, msg: Value, key: Option<String>) {
+        let Shape::Request { id, method } = jsonrpc::shape(&msg) else { return };
+        let reply = match method.as_str() {
+            "initialize" => jsonrpc::result(&id, jsonrpc::initialize_result(&msg, "mock-relayer", "1.0.0")),
+            "tools/list" => jsonrpc::result(&id, tools_result()),
+            "ping" => jsonrpc::result(&id, json!({})),
+            "tools/call" => return self.call(session, id, &msg, key),
+            _ => jsonrpc::error(Some(&id), -32601, &format!("Method not found: {method}")),
+        };
+        self.send_reply(session, &id, reply);
+    }
+
+    /// Run a tool once per idempotency key; a replay of a known key gets the logged reply.
+    fn call(&self, session: &str, id: Value, msg: &Value, key: Option<String>) {
+        if let Some(key) = &key {
+            let mut durable = lock(&self.0.durable);
+            if let Some(execution) = durable.log.get_mut(key) {
+                execution.reply_to = session.to_string();
+                let done = execution.done.clone();
+                drop(durable);
+                emit!(kind::TOOL_DEDUP, id = %id, key = %key, session = %session);
+                if let Some(result) = done {
+                    self.send_reply(session, &id, jsonrpc::result(&id, result));
+                }
+                return;
+            }
+            let execution = Execution { reply_to: session.to_string(), done: None };
+            durable.log.insert(key.clone(), execution);
+        }
+        let tool = msg.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string();
+        let action = msg.pointer("/params/arguments/action").and_then(Value::as_str).unwrap_or("");
+        let work_ms = msg.pointer("/params/arguments/work_ms").and_then(Value::as_u64).unwrap_or(50);
+        emit!(
+            kind::TOOL_EXEC,
+            id = %id,
+            tool = %tool,
+            action,
+            key = key.as_deref().unwrap_or(""),
+            session = %session
+        );
+        let slow_ms = lock(&self.0.knobs).slow_ids.remove(&id_key(&id));
+        let app = self.clone();
+        let session = session.to_string();
+        let action = action.to_string();
+        tokio::task::spawn_local(async move {
+            let (elapsed_ms, result, ok) = app.work(&tool, &action, work_ms, slow_ms, &id).await;
+            emit!(
+                kind::TOOL_DONE,
+                id = %id,
+                tool = %tool,
+                action = %action,
+                key = key.as_deref().unwrap_or(""),
+                elapsed_ms,
+                ok
+            );
+            let reply_to = match &key {
+                Some(key) => {
+                    let mut durable = lock(&app.0.durable);
+                    let execution = durable.log.get_mut(key);
+                    execution.map(|execution| {
+                        execution.done = Some(result.clone());
+                        execution.reply_to.clone()
+                    })
+                }
+                None => None,
+            };
+            app.send_reply(&reply_to.unwrap_or(session), &id, jsonrpc::result(&id, result));
+        });
+    }
+
+    /// Do the tool's work: it honours its own deadline unless a slow-tool fault overrides it.
+    async fn work(&self, tool: &str, action: &str, work_ms: u64, slow_ms: Option<u64>, id: &Value) -> (u64, Value, bool) {
+        let deadline_ms = match tool {
+            "analyze" => self.0.config.analyze_deadline_ms,
+            "remember" => self.0.config.remember_deadline_ms,
+            "recall" => self.0.config.remember_deadline_ms,
+            _ => return (0, jsonrpc::tool_result(&format!("unknown tool `{tool}`"), true), false),
+        };
+        if let Some(slow_ms) = slow_ms {
+            emit!(kind::FAULT_FIRED, fault = "slow_tool", id = %id, session = "");
+            seam::sleep_ms(slow_ms).await;
+            return (slow_ms, jsonrpc::tool_result(&format!("{tool} {action}: done"), false), true);
+        }
+        if work_ms > deadline_ms {
+            seam::sleep_ms(deadline_ms).await;
+            let text = format!("{tool} {action}: exceeded its own deadline of {deadline_ms} ms");
+            return (deadline_ms, jsonrpc::tool_result(&text, true), false);
+        }
+        seam::sleep_ms(work_ms).await;
+        (work_ms, jsonrpc::tool_result(&format!("{tool} {action}: done"), false), true)
+    }
+
+    /// Send a reply on a session's stream, through the per-request knobs.
+    fn send_reply(&self, session: &str, id: &Value, msg: Value) {
+        let key = id_key(id);
+        let (swallow, duplicate, late) = {
+            let mut knobs = lock(&self.0.knobs);
+            (knobs.swallow_ids.remove(&key), knobs.duplicate_ids.remove(&key), knobs.late_ids.remove(&key))
+        };
+        if swallow {
+            emit!(kind::FAULT_FIRED, fault = "swallow_reply", id = %id, session = %session);
+            emit!(kind::REPLY_LOST, id = %id, session = %session);
+            return;
+        }
+        let copies = if duplicate { 2 } else { 1 };
+        let Some(delay_ms) = late else { return self.deliver(session, id, &msg, copies) };
+        emit!(kind::FAULT_FIRED, fault = "late_reply", id = %id, session = %session);
+        let (app, session, id) = (self.clone(), session.to_string(), id.clone());
+        tokio::task::spawn_local(async move {
+            seam::sleep_ms(delay_ms).await;
+            app.deliver(&session, &id, &msg, copies);
+        });
+    }
+
+    fn deliver(&self, session: &str, id: &Value, msg: &Value, copies: usize) {
+        if lock(&self.0.knobs).withhold_replies {
+            emit!(kind::FAULT_FIRED, fault = "withhold_replies", id = %id, session = %session);
+            emit!(kind::REPLY_LOST, id = %id, session = %session);
+            return;
+        }
+        let live = lock(&self.0.live);
+        let Some(items) = live.sessions.get(session) else {
+            drop(live);
+            emit!(kind::REPLY_LOST, id = %id, session = %session);
+            return;
+        };
+        let frame = sse::frame("message", &msg.to_string());
+        for copy in 0..copies {
+            if items.send(frame.clone()).is_err() {
+                break;
+            }
+            if copy > 0 {
+                emit!(kind::FAULT_FIRED, fault = "duplicate_reply", id = %id, session = %session);
+            }
+        }
+        drop(live);
+        emit!(kind::REPLY_SENT, id = %id, session = %session);
+    }
+}
+
+fn tools_result() -> Value {
+    let schema = |props: Value| -> serde_json::Map<String, Value> {
+        let schema = json!({"type": "object", "properties": props});
+        schema.as_object().cloned().unwrap_or_default()
+    };
+    let work = json!({"action": {"type": "string"}, "work_ms": {"type": "integer"}});
+    let tools = vec![
+        McpTool::new("recall", "Read memories.", schema(work.clone())),
+        McpTool::new("remember", "Store a memory (a write).", schema(work.clone())),
+        McpTool::new("analyze", "Analyse memories (slow).", schema(work)),
+    ];
+    let mut result = ListToolsResult::with_all_items(tools);
+    result.result_type = None;
+    serde_json::to_value(result).unwrap_or(Value::Null)
+}

@@ -1,0 +1,195 @@
+//! The bridge's bookkeeping as plain data, apart from any I/O: the in-flight map, the bounded
+//! closed-out set and the outbox of messages waiting for a session.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde_json::Value;
+
+use crate::seam::Instant;
+
+/// One id-bearing client request the bridge owes a reply.
+#[derive(Debug, Clone)]
+pub struct InFlight {
+    /// Admission order, for replay in order.
+    pub seq: u64,
+    /// Stamped once, at admission (unless `refresh_deadline_on_replay`).
+    pub started_at: Instant,
+    pub id: Value,
+    pub method: String,
+    pub msg: Value,
+    /// Idempotency key, drawn at admission and reused by every replay.
+    pub key: String,
+    /// The stream generation it was last POSTed to, if any.
+    pub posted_gen: Option<u64>,
+}
+
+/// Ids closed out by the sweeper, remembered so a late genuine reply is dropped. Bounded both in
+/// count (oldest evicted first) and in time.
+#[derive(Debug)]
+pub struct ClosedOut {
+    cap: usize,
+    retention_ms: u64,
+    order: VecDeque<(String, Instant)>,
+}
+
+impl ClosedOut {
+    pub fn new(cap: usize, retention_ms: u64) -> Self {
+        Self { cap: cap.max(1), retention_ms, order: VecDeque::new() }
+    }
+
+    pub fn insert(&mut self, key: String, at: Instant) {
+        self.forget(&key);
+        if self.order.len() >= self.cap {
+            self.order.pop_front();
+        }
+        self.order.push_back((key, at));
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.order.iter().any(|(k, _)| k == key)
+    }
+
+    /// A new request reusing the id makes the old close-out moot.
+    pub fn forget(&mut self, key: &str) {
+        self.order.retain(|(k, _)| k != key);
+    }
+
+    /// Drop entries older than the retention window.
+    pub fn expire(&mut self, now: Instant) {
+        let retention = std::time::Duration::from_millis(self.retention_ms);
+        while let Some((_, at)) = self.order.front() {
+            if now.saturating_duration_since(*at) <= retention {
+                break;
+            }
+            self.order.pop_front();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
+/// Everything the bridge tracks, owned by one `RefCell` and never borrowed across an `await`.
+#[derive(Debug)]
+pub struct State {
+    pub inflight: BTreeMap<String, InFlight>,
+    pub closed_out: ClosedOut,
+    /// Ids of `initialize` requests answered locally whose upstream reply must be dropped.
+    pub suppressed: BTreeMap<String, Instant>,
+    /// Messages without a tracked reply (notifications, the forwarded `initialize`), by seq.
+    pub notes: BTreeMap<u64, Value>,
+    pub next_seq: u64,
+    /// Current stream generation; bumped by every connect attempt.
+    pub gen: u64,
+    /// The POST path of the live session, when the stream is up.
+    pub session: Option<String>,
+    /// A connect loop is running (single flight).
+    pub connecting: bool,
+    /// Consecutive failed connects since the last success.
+    pub attempt: u32,
+    /// A stream is open (connected, maybe before its endpoint event).
+    pub stream_open: bool,
+    /// Last byte seen on the stream.
+    pub last_activity: Instant,
+    /// Consecutive orphaned calls on the current session.
+    pub orphan_streak: u32,
+    /// stdin reached EOF: nothing new is admitted.
+    pub closing: bool,
+}
+
+impl State {
+    pub fn new(closed_out: ClosedOut, now: Instant) -> Self {
+        Self {
+            inflight: BTreeMap::new(),
+            closed_out,
+            suppressed: BTreeMap::new(),
+            notes: BTreeMap::new(),
+            next_seq: 0,
+            gen: 0,
+            session: None,
+            connecting: false,
+            stream_open: false,
+            attempt: 0,
+            last_activity: now,
+            orphan_streak: 0,
+            closing: false,
+        }
+    }
+
+    pub fn take_seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    /// The next message to POST on generation `gen`, in admission order: an in-flight request
+    /// not yet posted to this generation, or a waiting note.
+    pub fn next_outgoing(&self, gen: u64) -> Option<Outgoing> {
+        let request = self
+            .inflight
+            .values()
+            .filter(|entry| entry.posted_gen != Some(gen))
+            .min_by_key(|entry| entry.seq);
+        let note = self.notes.iter().next();
+        match (request, note) {
+            (Some(entry), Some((seq, _))) if *seq < entry.seq => Some(Outgoing::Note(*seq)),
+            (Some(entry), _) => Some(Outgoing::Request(super::jsonrpc::id_key(&entry.id))),
+            (None, Some((seq, _))) => Some(Outgoing::Note(*seq)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// What [`State::next_outgoing`] picked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outgoing {
+    Request(String),
+    Note(u64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn closed_out_is_bounded_in_count_and_time() {
+        let start = crate::seam::now();
+        let mut closed = ClosedOut::new(2, 1_000);
+        closed.insert("1".into(), start);
+        closed.insert("2".into(), start);
+        closed.insert("3".into(), start + Duration::from_millis(600));
+        assert!(!closed.contains("1"), "oldest evicted at the cap");
+        assert_eq!(closed.len(), 2);
+        closed.expire(start + Duration::from_millis(1_001));
+        assert!(!closed.contains("2") && closed.contains("3"), "expired by age");
+        closed.forget("3");
+        assert!(closed.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn outgoing_follows_admission_order() {
+        let now = crate::seam::now();
+        let mut state = State::new(ClosedOut::new(4, 10), now);
+        let entry = |seq: u64, id: u64, posted_gen| InFlight {
+            seq,
+            started_at: now,
+            id: serde_json::json!(id),
+            method: "tools/call".into(),
+            msg: Value::Null,
+            key: String::new(),
+            posted_gen,
+        };
+        state.inflight.insert("5".into(), entry(3, 5, None));
+        state.inflight.insert("9".into(), entry(1, 9, Some(1)));
+        state.notes.insert(2, Value::Null);
+        assert_eq!(state.next_outgoing(1), Some(Outgoing::Note(2)));
+        assert_eq!(state.next_outgoing(2), Some(Outgoing::Request("9".into())));
+        state.notes.clear();
+        assert_eq!(state.next_outgoing(1), Some(Outgoing::Request("5".into())));
+    }
+}

@@ -1,0 +1,13 @@
+//! The deterministic simulation engine: scenarios, faults, the owned step loop, the trace
+//! recorder, checkers, shrinking, tokens and replay. A run is a pure function of
+//! (commit, scenario token).
+
+pub mod hunt;
+pub mod recorder;
+pub mod relay;
+pub mod runner;
+pub mod scenario;
+pub mod schema;
+pub mod seed;
+pub mod token;
+pub mod trace;

@@ -1,0 +1,145 @@
+//! The `tracing` layer that records trace events: only events with the trace target, stamped
+//! with virtual time and the name of the turmoil host whose software emitted them. Installed per
+//! thread (`tracing::subscriber::with_default`), so parallel runs never mix traces.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bridge_under_test::events::{host, TARGET};
+use serde_json::Value;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id};
+use tracing::{Event, Metadata, Subscriber};
+use tracing_subscriber::layer::{Context, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::trace::TraceEvent;
+
+/// turmoil enters a span with this name, and a `name` field, around each host's tick.
+const HOST_SPAN: &str = "node";
+
+/// Shared between the layer (which appends) and the runner (which reads the clock it sets).
+#[derive(Debug, Default)]
+struct Shared {
+    events: Mutex<Vec<TraceEvent>>,
+    /// Virtual time of the step loop, for events emitted outside any host.
+    loop_ms: AtomicU64,
+}
+
+/// Handle to a recording: make a layer from it, then take the events.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder(Arc<Shared>);
+
+impl Recorder {
+    pub fn layer(&self) -> RecordingLayer {
+        RecordingLayer(self.0.clone())
+    }
+
+    /// Set the virtual time stamped on events emitted by the step loop itself.
+    pub fn set_loop_ms(&self, ms: u64) {
+        self.0.loop_ms.store(ms, Ordering::Relaxed);
+    }
+
+    pub fn take(&self) -> Vec<TraceEvent> {
+        std::mem::take(&mut *self.0.events.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+pub struct RecordingLayer(Arc<Shared>);
+
+/// Extension stored on turmoil's host span.
+struct HostName(String);
+
+impl<S> Layer<S> for RecordingLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> tracing::subscriber::Interest {
+        let wanted = if meta.is_span() { meta.name() == HOST_SPAN } else { meta.target() == TARGET };
+        if wanted {
+            tracing::subscriber::Interest::always()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
+
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut visitor = FieldsVisitor::default();
+        attrs.record(&mut visitor);
+        let name = visitor.fields.into_iter().find(|(k, _)| k == "name");
+        if let (Some((_, Value::String(name))), Some(span)) = (name, ctx.span(id)) {
+            span.extensions_mut().insert(HostName(name));
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let mut visitor = FieldsVisitor::default();
+        event.record(&mut visitor);
+        let mut kind = String::new();
+        visitor.fields.retain(|(name, value)| match (name.as_str(), value) {
+            ("kind", Value::String(k)) => {
+                kind = k.clone();
+                false
+            }
+            _ => true,
+        });
+        let host = ctx
+            .event_scope(event)
+            .and_then(|scope| {
+                scope.from_root().find_map(|span| span.extensions().get::<HostName>().map(|h| h.0.clone()))
+            })
+            .unwrap_or_else(|| host::SIM.to_string());
+        let at_ms = match turmoil::sim_elapsed() {
+            Some(elapsed) => u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            None => self.0.loop_ms.load(Ordering::Relaxed),
+        };
+        let event = TraceEvent { at_ms, host, kind, fields: visitor.fields };
+        self.0.events.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+    }
+}
+
+/// Collects fields as JSON values, in declaration order.
+#[derive(Default)]
+struct FieldsVisitor {
+    fields: Vec<(String, Value)>,
+}
+
+impl Visit for FieldsVisitor {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.fields.push((field.name().to_string(), Value::from(value)));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.fields.push((field.name().to_string(), Value::from(value)));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.fields.push((field.name().to_string(), Value::from(value)));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.fields.push((field.name().to_string(), Value::from(value)));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.fields.push((field.name().to_string(), Value::from(format!("{value:?}"))));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bridge_under_test::emit;
+    use bridge_under_test::events::kind;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    #[test]
+    fn records_only_trace_events_with_fields_in_order() {
+        let recorder = Recorder::default();
+        recorder.set_loop_ms(70);
+        let subscriber = tracing_subscriber::registry().with(recorder.layer());
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(kind = "ignored", "not the trace target");
+            emit!(kind::SSE_CLOSED, gen = 2u64, reason = "idle");
+        });
+        let events = recorder.take();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].line(), "       70 sim      sse.closed gen=2 reason=idle");
+    }
+}

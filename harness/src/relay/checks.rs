@@ -1,0 +1,362 @@
+//! The relay family's checkers: pure functions over a recorded trace. Each opens with the
+//! property it checks. They read the spec from the trace's `run.spec` event, so a saved trace can
+//! be checked offline.
+
+use std::collections::BTreeMap;
+
+use bridge_under_test::events::{host, kind};
+use serde_json::Value;
+
+use crate::schema::McpSchema;
+use crate::trace::{Trace, TraceEvent, Violation};
+
+/// At most this many violations are reported per checker: the first ones tell the story.
+const MAX_PER_CHECKER: usize = 3;
+
+/// The checkers, by name: `(name, function)`.
+pub const CHECKERS: &[(&str, Checker)] = &[
+    ("one_reply_per_id", one_reply_per_id),
+    ("reply_answers_outstanding", reply_answers_outstanding),
+    ("bounded_latency", bounded_latency),
+    ("close_out_window", close_out_window),
+    ("at_most_once_execution", at_most_once_execution),
+    ("truthful_errors", truthful_errors),
+    ("no_stale_post", no_stale_post),
+    ("schema_valid", schema_valid),
+];
+
+pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
+
+/// Run every checker.
+pub fn check(trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
+    let facts = Facts::new(trace, schema);
+    CHECKERS.iter().flat_map(|(_, checker)| checker(&facts)).collect()
+}
+
+/// One client request as seen at the stdio boundary, and how it ended.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub index: usize,
+    pub at_ms: u64,
+    /// Canonical id; `None` for a malformed line (answered without an id).
+    pub id: Option<String>,
+    pub method: String,
+    pub answered: Option<Answer>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub index: usize,
+    pub at_ms: u64,
+    pub msg: Value,
+}
+
+/// Facts derived once from a trace and shared by the checkers.
+pub struct Facts<'a> {
+    pub trace: &'a Trace,
+    pub schema: &'a McpSchema,
+    pub call_timeout_ms: u64,
+    pub sweep_period_ms: u64,
+    pub slack_ms: u64,
+    pub horizon_ms: u64,
+    pub requests: Vec<Request>,
+    /// Replies that matched no outstanding request: `(event index, id, ever requested)`.
+    pub unmatched: Vec<(usize, String, bool)>,
+}
+
+impl<'a> Facts<'a> {
+    pub fn new(trace: &'a Trace, schema: &'a McpSchema) -> Self {
+        let spec = trace.first(kind::RUN_SPEC);
+        let num = |name: &str| spec.map_or(0, |e| e.num(name));
+        let mut facts = Facts {
+            trace,
+            schema,
+            call_timeout_ms: num("call_timeout_ms"),
+            sweep_period_ms: num("sweep_period_ms"),
+            slack_ms: num("slack_ms"),
+            horizon_ms: num("horizon_ms"),
+            requests: Vec::new(),
+            unmatched: Vec::new(),
+        };
+        facts.match_replies();
+        facts
+    }
+
+    /// Pair each reply the client read with the oldest outstanding request of its id.
+    fn match_replies(&mut self) {
+        let mut outstanding: BTreeMap<Option<String>, Vec<usize>> = BTreeMap::new();
+        for (index, event) in self.trace.events.iter().enumerate() {
+            if event.host != host::CLIENT {
+                continue;
+            }
+            let msg = parse(event);
+            if event.kind == kind::MCP_SEND {
+                let malformed = event.get("malformed") == Some(&Value::Bool(true));
+                let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
+                let id = msg.get("id").filter(|id| !id.is_null()).map(Value::to_string);
+                if malformed || id.is_some() {
+                    let id = if malformed { None } else { id };
+                    outstanding.entry(id.clone()).or_default().push(self.requests.len());
+                    self.requests.push(Request { index, at_ms: event.at_ms, id, method, answered: None });
+                }
+            } else if event.kind == kind::MCP_RECV && is_response(&msg) {
+                let id = msg.get("id").filter(|id| !id.is_null()).map(Value::to_string);
+                let queue = outstanding.entry(id.clone()).or_default();
+                if queue.is_empty() {
+                    let known = self.requests.iter().any(|r| r.id == id);
+                    self.unmatched.push((index, id.unwrap_or_default(), known));
+                } else {
+                    let request = queue.remove(0);
+                    self.requests[request].answered = Some(Answer { index, at_ms: event.at_ms, msg });
+                }
+            }
+        }
+    }
+
+    fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
+        let at_ms = self.trace.events.get(index).map_or(0, |e| e.at_ms);
+        Violation { invariant: invariant.to_string(), at_ms, event_index: index, detail }
+    }
+
+    /// The bridge's events, with indices.
+    fn bridge_events(&self) -> impl Iterator<Item = (usize, &TraceEvent)> {
+        self.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::BRIDGE)
+    }
+
+    /// Whether the bridge had a live session at event `index` (endpoint seen, not yet closed).
+    fn stream_up_at(&self, index: usize) -> bool {
+        let mut up = false;
+        for event in self.trace.events[..index].iter().filter(|e| e.host == host::BRIDGE) {
+            match event.kind.as_str() {
+                kind::SSE_ENDPOINT => up = true,
+                kind::SSE_CLOSED => up = false,
+                _ => {}
+            }
+        }
+        up
+    }
+
+    /// The first reply the client read for `id` at or after event `index`.
+    fn client_reply_after(&self, index: usize, id: &str) -> Option<&Answer> {
+        self.requests
+            .iter()
+            .filter_map(|r| r.answered.as_ref().filter(|_| r.id.as_deref() == Some(id)))
+            .find(|answer| answer.index >= index)
+    }
+}
+
+fn parse(event: &TraceEvent) -> Value {
+    serde_json::from_str(&event.text("msg")).unwrap_or(Value::Null)
+}
+
+fn is_response(msg: &Value) -> bool {
+    msg.get("method").is_none() && (msg.get("result").is_some() || msg.get("error").is_some())
+}
+
+/// The human-readable text of an error reply: a tool result's text or the error message.
+pub fn error_text(msg: &Value) -> Option<String> {
+    if let Some(message) = msg.pointer("/error/message").and_then(Value::as_str) {
+        return Some(message.to_string());
+    }
+    if msg.pointer("/result/isError") == Some(&Value::Bool(true)) {
+        let text = msg.pointer("/result/content/0/text").and_then(Value::as_str);
+        return Some(text.unwrap_or("").to_string());
+    }
+    None
+}
+
+fn capped(mut violations: Vec<Violation>) -> Vec<Violation> {
+    violations.truncate(MAX_PER_CHECKER);
+    violations
+}
+
+/// Every request id gets at most one reply at the client boundary.
+pub fn one_reply_per_id(facts: &Facts<'_>) -> Vec<Violation> {
+    let found = facts.unmatched.iter().filter(|(_, _, known)| *known).map(|(index, id, _)| {
+        let detail = format!("a second reply for id {id}: every request with this id was already answered");
+        facts.violation("one_reply_per_id", *index, detail)
+    });
+    capped(found.collect())
+}
+
+/// Every reply answers a request that is outstanding (never an id the client did not send).
+pub fn reply_answers_outstanding(facts: &Facts<'_>) -> Vec<Violation> {
+    let found = facts.unmatched.iter().filter(|(_, _, known)| !*known).map(|(index, id, _)| {
+        let detail = format!("a reply for id {id:?}, which the client never sent");
+        facts.violation("reply_answers_outstanding", *index, detail)
+    });
+    capped(found.collect())
+}
+
+/// Every request ends, with a result or a definite error, within deadline + sweep period.
+pub fn bounded_latency(facts: &Facts<'_>) -> Vec<Violation> {
+    let bound = facts.call_timeout_ms + facts.sweep_period_ms + facts.slack_ms;
+    let mut found = Vec::new();
+    for request in &facts.requests {
+        let due = request.at_ms + bound;
+        let id = request.id.as_deref().unwrap_or("(malformed line)");
+        match &request.answered {
+            Some(answer) if answer.at_ms > due => found.push(facts.violation(
+                "bounded_latency",
+                answer.index,
+                format!("{} id {id} answered after {} ms; the bound is {bound} ms", request.method, answer.at_ms - request.at_ms),
+            )),
+            None if due <= facts.horizon_ms => found.push(facts.violation(
+                "bounded_latency",
+                request.index,
+                format!("{} id {id} sent at {} ms never answered (bound {bound} ms, run ended at {} ms)", request.method, request.at_ms, facts.horizon_ms),
+            )),
+            _ => {}
+        }
+    }
+    capped(found)
+}
+
+/// The sweeper closes a call out inside (deadline, deadline + sweep period] of its admission.
+pub fn close_out_window(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut admitted: BTreeMap<String, u64> = BTreeMap::new();
+    let mut found = Vec::new();
+    let (deadline, sweep) = (facts.call_timeout_ms, facts.sweep_period_ms);
+    for (index, event) in facts.bridge_events() {
+        match event.kind.as_str() {
+            kind::CALL_ADMIT => {
+                admitted.insert(event.text("id"), event.at_ms);
+            }
+            kind::CALL_CLOSED_OUT => {
+                let Some(at) = admitted.get(&event.text("id")) else { continue };
+                let age = event.at_ms - at;
+                let late = deadline + sweep + 2 * facts.slack_ms;
+                if age < deadline || age > late {
+                    let detail = format!(
+                        "{} id {} closed out {age} ms after admission; the window is ({deadline}, {}]",
+                        event.text("method"), event.text("id"), deadline + sweep
+                    );
+                    found.push(facts.violation("close_out_window", index, detail));
+                }
+            }
+            _ => {}
+        }
+    }
+    capped(found)
+}
+
+/// A tool's effect happens at most once per user action and per idempotency key.
+pub fn at_most_once_execution(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut by_action: BTreeMap<String, usize> = BTreeMap::new();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::TOOL_DONE) {
+        if event.get("ok") != Some(&Value::Bool(true)) {
+            continue;
+        }
+        let action = event.text("action");
+        let action = if action.is_empty() { format!("key {}", event.text("key")) } else { action };
+        let count = by_action.entry(action.clone()).or_default();
+        *count += 1;
+        if *count > 1 {
+            let detail = format!("{} for action {action} executed {} times", event.text("tool"), count);
+            found.push(facts.violation("at_most_once_execution", index, detail));
+        }
+    }
+    capped(found)
+}
+
+/// Errors the bridge writes say what happened: a close-out never blames a healthy relayer and
+/// warns the work may have completed; a rejection names the HTTP status.
+pub fn truthful_errors(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    let mut last_status: BTreeMap<String, u64> = BTreeMap::new();
+    for (index, event) in facts.bridge_events() {
+        let id = event.text("id");
+        match event.kind.as_str() {
+            kind::POST_STATUS => {
+                last_status.insert(id, event.num("status"));
+            }
+            kind::CALL_CLOSED_OUT => {
+                let Some(text) = facts.client_reply_after(index, &id).and_then(|a| error_text(&a.msg)) else { continue };
+                let healthy = facts.stream_up_at(index);
+                if !text.contains("may have completed") || (healthy && text.contains("unavailable")) {
+                    let state = if healthy { "healthy" } else { "down" };
+                    let detail = format!("close-out of id {id} (stream {state}) says {text:?}");
+                    found.push(facts.violation("truthful_errors", index, detail));
+                }
+            }
+            kind::CALL_REPLY if event.text("source") == "rejected" => {
+                let status = last_status.get(&id).copied().unwrap_or(0);
+                let Some(text) = facts.client_reply_after(index, &id).and_then(|a| error_text(&a.msg)) else { continue };
+                let named = if status == 0 { text.contains("network") } else { text.contains(&status.to_string()) };
+                if !named {
+                    let detail = format!("rejection of id {id} after HTTP {status} says {text:?}");
+                    found.push(facts.violation("truthful_errors", index, detail));
+                }
+            }
+            _ => {}
+        }
+    }
+    capped(found)
+}
+
+/// The bridge POSTs a request only while it still owes its reply (the check just before each
+/// POST is not made stale by an await).
+pub fn no_stale_post(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut owed: BTreeMap<String, bool> = BTreeMap::new();
+    let mut found = Vec::new();
+    for (index, event) in facts.bridge_events() {
+        let id = event.text("id");
+        match event.kind.as_str() {
+            kind::CALL_ADMIT => {
+                owed.insert(id, true);
+            }
+            // Replies to requests that were never admitted (an `initialize` answered locally, a
+            // rejected duplicate id) do not settle an admitted one.
+            kind::CALL_REPLY if !matches!(event.text("source").as_str(), "local" | "invalid") => {
+                owed.insert(id, false);
+            }
+            kind::POST_SEND if event.get("tracked") == Some(&Value::Bool(true)) => {
+                if owed.get(&id) != Some(&true) {
+                    let detail = format!("POST of id {id} after its reply was already written");
+                    found.push(facts.violation("no_stale_post", index, detail));
+                }
+            }
+            _ => {}
+        }
+    }
+    capped(found)
+}
+
+/// Every message crossing the stdio boundary validates against the MCP 2025-11-25 schema; a
+/// result against the result type of its request's method. (When the client reused an id, a late
+/// reply to an earlier request of that id is indistinguishable: any of the id's methods fits.)
+pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut methods_of: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut answering: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+    for request in facts.requests.iter().filter(|r| !r.method.is_empty()) {
+        let id = request.id.as_deref().unwrap_or("");
+        methods_of.entry(id).or_default().push(request.method.as_str());
+        if let Some(answer) = &request.answered {
+            let methods: Vec<&str> = methods_of[id].iter().rev().copied().collect();
+            answering.insert(answer.index, methods);
+        }
+    }
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::CLIENT) {
+        let result = match event.kind.as_str() {
+            kind::MCP_SEND if event.get("malformed") != Some(&Value::Bool(true)) => {
+                facts.schema.validate_client_message(&parse(event))
+            }
+            kind::MCP_RECV => match answering.get(&index) {
+                Some(methods) => methods
+                    .iter()
+                    .map(|method| facts.schema.validate_server_message(&parse(event), Some(method)))
+                    .find(Result::is_ok)
+                    .unwrap_or_else(|| facts.schema.validate_server_message(&parse(event), Some(methods[0]))),
+                None => facts.schema.validate_server_message(&parse(event), None),
+            },
+            _ => Ok(()),
+        };
+        if let Err(error) = result {
+            let detail = format!("{} {}: {error}", event.kind, event.text("msg"));
+            found.push(facts.violation("schema_valid", index, detail));
+        }
+    }
+    capped(found)
+}

@@ -1,0 +1,194 @@
+//! The relay family's faults: plain data, applied between simulation steps by one function that
+//! also records a `fault.injected` event. "Smaller" means milder: fewer faults, shorter windows.
+
+use std::rc::Rc;
+
+use bridge_under_test::emit;
+use bridge_under_test::events::{host, kind};
+use bridge_under_test::relay::jsonrpc::id_key;
+use bridge_under_test::relay::knobs::{lock, SharedKnobs};
+use bridge_under_test::relay::client::ClientScript;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+/// One fault. Per-call faults name a script step; windowed faults have an onset and a length.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "fault", rename_all = "snake_case")]
+pub enum RelayFault {
+    /// The reply to step `step` is sent twice: an at-least-once delivery layer in front of the
+    /// relayer.
+    DuplicateReply { step: usize },
+    /// The reply to step `step` reaches the stream `delay_ms` after the tool finished: a backed-up
+    /// queue between the worker and the stream.
+    LateReply { step: usize, delay_ms: u64 },
+    /// The relayer executes step `step` but never sends its reply: a reply lost in a proxy.
+    SwallowReply { step: usize },
+    /// Step `step`'s tool ignores its own deadline and runs `run_ms`: a wedged worker.
+    SlowTool { step: usize, run_ms: u64 },
+    /// Every POST is answered `status` for a while: 401 a revoked token, 429 rate limiting,
+    /// 5xx a failing deployment.
+    PostReject { at_ms: u64, for_ms: u64, status: u16 },
+    /// Keep-alives keep flowing but every reply is dropped: a heartbeating-but-silent relayer.
+    WithholdReplies { at_ms: u64, for_ms: u64 },
+    /// The streams carry no bytes at all, not even keep-alives: a stalled proxy buffer.
+    StreamStall { at_ms: u64, for_ms: u64 },
+    /// Every open stream ends: a load balancer cutting long-lived connections.
+    StreamEof { at_ms: u64 },
+    /// The relayer restarts: its sessions are lost, POSTs to them answer 404.
+    RelayerBounce { at_ms: u64 },
+    /// The network between bridge and relayer holds every message, then delivers them: a
+    /// partition that heals.
+    LinkHold { at_ms: u64, for_ms: u64 },
+    /// The client closes stdin mid-call: the IDE quit.
+    StdinEof { at_ms: u64 },
+}
+
+/// The kinds, for swarm profiles (which kinds a seed turns on).
+pub const KINDS: &[&str] = &[
+    "duplicate_reply",
+    "late_reply",
+    "swallow_reply",
+    "slow_tool",
+    "post_reject",
+    "withhold_replies",
+    "stream_stall",
+    "stream_eof",
+    "relayer_bounce",
+    "link_hold",
+    "stdin_eof",
+];
+
+/// A fault taking effect (`Start`) or ending (`End`, windowed faults only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Start,
+    End,
+}
+
+impl RelayFault {
+    /// The kind's name, as in [`KINDS`].
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::DuplicateReply { .. } => "duplicate_reply",
+            Self::LateReply { .. } => "late_reply",
+            Self::SwallowReply { .. } => "swallow_reply",
+            Self::SlowTool { .. } => "slow_tool",
+            Self::PostReject { .. } => "post_reject",
+            Self::WithholdReplies { .. } => "withhold_replies",
+            Self::StreamStall { .. } => "stream_stall",
+            Self::StreamEof { .. } => "stream_eof",
+            Self::RelayerBounce { .. } => "relayer_bounce",
+            Self::LinkHold { .. } => "link_hold",
+            Self::StdinEof { .. } => "stdin_eof",
+        }
+    }
+
+    /// When it starts and, for windowed faults, when it ends. Per-call faults are armed when
+    /// their step is sent.
+    pub fn window(&self, script: &ClientScript) -> (u64, Option<u64>) {
+        let step_at = |step: &usize| script.steps.get(*step).map_or(0, |s| s.at_ms);
+        match self {
+            Self::DuplicateReply { step }
+            | Self::LateReply { step, .. }
+            | Self::SwallowReply { step }
+            | Self::SlowTool { step, .. } => (step_at(step), None),
+            Self::PostReject { at_ms, for_ms, .. }
+            | Self::WithholdReplies { at_ms, for_ms }
+            | Self::StreamStall { at_ms, for_ms }
+            | Self::LinkHold { at_ms, for_ms } => (*at_ms, Some(at_ms + for_ms)),
+            Self::StreamEof { at_ms } | Self::RelayerBounce { at_ms } | Self::StdinEof { at_ms } => {
+                (*at_ms, None)
+            }
+        }
+    }
+}
+
+/// What faults act on.
+pub struct Targets<'a> {
+    pub knobs: &'a SharedKnobs,
+    pub close_stdin: &'a Rc<Notify>,
+    pub script: &'a ClientScript,
+}
+
+/// Apply one phase of a fault to the simulation, recording it.
+pub fn apply(fault: &RelayFault, phase: Phase, sim: &mut turmoil::Sim<'_>, targets: &Targets<'_>) {
+    let detail = serde_json::to_string(fault).unwrap_or_default();
+    let phase_name = if phase == Phase::Start { "start" } else { "end" };
+    emit!(kind::FAULT_INJECTED, fault = fault.name(), phase = phase_name, detail = %detail);
+    let on = phase == Phase::Start;
+    let wire_id = |step: &usize| {
+        targets.script.steps.get(*step).map(|s| id_key(&s.wire_id())).unwrap_or_default()
+    };
+    let mut knobs = lock(targets.knobs);
+    match fault {
+        RelayFault::DuplicateReply { step } => {
+            knobs.duplicate_ids.insert(wire_id(step));
+        }
+        RelayFault::LateReply { step, delay_ms } => {
+            knobs.late_ids.insert(wire_id(step), *delay_ms);
+        }
+        RelayFault::SwallowReply { step } => {
+            knobs.swallow_ids.insert(wire_id(step));
+        }
+        RelayFault::SlowTool { step, run_ms } => {
+            knobs.slow_ids.insert(wire_id(step), *run_ms);
+        }
+        RelayFault::PostReject { status, .. } => knobs.reject_status = on.then_some(*status),
+        RelayFault::WithholdReplies { .. } => knobs.withhold_replies = on,
+        RelayFault::StreamStall { .. } => knobs.stall = on,
+        RelayFault::StreamEof { .. } => knobs.eof_epoch += 1,
+        RelayFault::RelayerBounce { .. } => sim.bounce(host::RELAYER),
+        RelayFault::LinkHold { .. } if on => sim.hold(host::BRIDGE, host::RELAYER),
+        RelayFault::LinkHold { .. } => sim.release(host::BRIDGE, host::RELAYER),
+        RelayFault::StdinEof { .. } => targets.close_stdin.notify_one(),
+    }
+    knobs.notify();
+}
+
+/// Stop injecting and repair everything: the heal phase before liveness is judged.
+pub fn heal(sim: &mut turmoil::Sim<'_>, knobs: &SharedKnobs) {
+    let mut knobs = lock(knobs);
+    knobs.reject_status = None;
+    knobs.withhold_replies = false;
+    knobs.stall = false;
+    knobs.notify();
+    drop(knobs);
+    sim.release(host::BRIDGE, host::RELAYER);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_round_trip_through_json() {
+        let faults = vec![
+            RelayFault::SwallowReply { step: 3 },
+            RelayFault::PostReject { at_ms: 10, for_ms: 20, status: 429 },
+            RelayFault::StdinEof { at_ms: 5 },
+        ];
+        let text = serde_json::to_string(&faults).unwrap();
+        assert!(text.contains(r#"{"fault":"swallow_reply","step":3}"#));
+        let back: Vec<RelayFault> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, faults);
+        for fault in &faults {
+            assert!(KINDS.contains(&fault.name()));
+        }
+    }
+
+    #[test]
+    fn windows_follow_the_script() {
+        let script = ClientScript {
+            steps: vec![bridge_under_test::relay::client::Step {
+                at_ms: 700,
+                id: 1,
+                string_id: false,
+                op: bridge_under_test::relay::client::Op::Ping,
+            }],
+            end_at_ms: 0,
+        };
+        assert_eq!(RelayFault::SwallowReply { step: 0 }.window(&script), (700, None));
+        let hold = RelayFault::LinkHold { at_ms: 100, for_ms: 50 };
+        assert_eq!(hold.window(&script), (100, Some(150)));
+    }
+}

@@ -1,0 +1,175 @@
+//! The relay family in the harness: its scenario, how it is set up in a simulation, its spec
+//! (the constants checkers judge against), faults, generators and checkers.
+
+pub mod checks;
+pub mod faults;
+pub mod strategy;
+
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use bridge_under_test::emit;
+use bridge_under_test::events::{host, kind};
+use bridge_under_test::relay::client::{self, ClientScript};
+use bridge_under_test::relay::knobs::SharedKnobs;
+use bridge_under_test::relay::relayer::{self, Durable};
+use bridge_under_test::relay::{bridge, BridgeConfig, RelayBugs, RelayerConfig, RelayerKnobs};
+use bridge_under_test::stdio;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+use crate::seed::derive;
+use faults::{Phase, RelayFault, Targets};
+
+/// The timing constants of one relay scenario (MODEL.md §1.3 by default).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timing {
+    pub sse_idle_ms: u64,
+    pub first_keepalive_ms: u64,
+    pub keepalive_ms: u64,
+    /// `analyze`'s own deadline: the slowest tool.
+    pub slowest_tool_ms: u64,
+    pub remember_deadline_ms: u64,
+    pub deadline_margin_ms: u64,
+    /// An explicit per-call deadline for the bridge.
+    pub call_timeout_ms: Option<u64>,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            sse_idle_ms: 30_000,
+            first_keepalive_ms: 200,
+            keepalive_ms: 3_000,
+            slowest_tool_ms: 180_000,
+            remember_deadline_ms: 90_000,
+            deadline_margin_ms: 60_000,
+            call_timeout_ms: None,
+        }
+    }
+}
+
+/// The spec: what MODEL.md says the deadlines are, computed here independently of the bridge (an
+/// oracle must not share the code it judges).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    pub call_timeout_ms: u64,
+    pub sweep_period_ms: u64,
+    /// Scheduling slack: ticks and link latency between the client, the bridge and the relayer.
+    pub slack_ms: u64,
+}
+
+impl Spec {
+    pub fn new(timing: &Timing, tick_ms: u64, latency_max_ms: u64) -> Self {
+        let call_timeout_ms = match timing.call_timeout_ms {
+            Some(ms) if ms >= 1_000 => ms,
+            _ => timing.slowest_tool_ms + timing.deadline_margin_ms,
+        };
+        let sweep_period_ms = (call_timeout_ms / 3).clamp(500, 5_000);
+        Self { call_timeout_ms, sweep_period_ms, slack_ms: 4 * tick_ms + 2 * latency_max_ms }
+    }
+}
+
+/// Everything a relay run depends on besides the simulator's own parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayScenario {
+    pub bugs: RelayBugs,
+    pub timing: Timing,
+    pub script: ClientScript,
+    pub faults: Vec<RelayFault>,
+    /// The swarm profile: which fault kinds this seed turned on.
+    #[serde(default)]
+    pub profile: Vec<String>,
+}
+
+/// A scheduled fault phase.
+#[derive(Debug, Clone, Copy)]
+pub struct Scheduled {
+    pub at_ms: u64,
+    pub fault: usize,
+    pub phase: Phase,
+}
+
+/// A relay scenario set up inside a simulation: holds what faults act on.
+pub struct Driver {
+    scenario: RelayScenario,
+    knobs: SharedKnobs,
+    close_stdin: Rc<Notify>,
+}
+
+impl Driver {
+    /// Register the hosts (client, bridge, relayer) in `sim`, seeded from `seed`.
+    pub fn setup(scenario: &RelayScenario, seed: u64, sim: &mut turmoil::Sim<'_>) -> Self {
+        let timing = &scenario.timing;
+        let knobs = RelayerKnobs::shared();
+        let durable = Arc::new(Mutex::new(Durable::default()));
+        let relayer_config = RelayerConfig {
+            first_keepalive_ms: timing.first_keepalive_ms,
+            keepalive_ms: timing.keepalive_ms,
+            analyze_deadline_ms: timing.slowest_tool_ms,
+            remember_deadline_ms: timing.remember_deadline_ms,
+            seed: derive(seed, "relayer"),
+            ..RelayerConfig::default()
+        };
+        let bridge_config = BridgeConfig {
+            sse_idle_ms: timing.sse_idle_ms,
+            slowest_tool_ms: timing.slowest_tool_ms,
+            deadline_margin_ms: timing.deadline_margin_ms,
+            call_timeout_ms: timing.call_timeout_ms,
+            seed: derive(seed, "bridge"),
+            bugs: scenario.bugs,
+            ..BridgeConfig::default()
+        };
+        let close_stdin = Rc::new(Notify::new());
+        let (client_ends, server_ends) = stdio::pipes();
+        let relayer_knobs = knobs.clone();
+        sim.host(host::RELAYER, move || {
+            relayer::run(relayer_config.clone(), relayer_knobs.clone(), durable.clone())
+        });
+        sim.client(host::BRIDGE, bridge::run(bridge_config, server_ends));
+        sim.client(host::CLIENT, client::run(scenario.script.clone(), client_ends, close_stdin.clone()));
+        Self { scenario: scenario.clone(), knobs, close_stdin }
+    }
+
+    /// Record the spec the checkers judge against.
+    pub fn emit_spec(&self, tick_ms: u64, latency_max_ms: u64, horizon_ms: u64) {
+        let spec = Spec::new(&self.scenario.timing, tick_ms, latency_max_ms);
+        emit!(
+            kind::RUN_SPEC,
+            family = "relay",
+            call_timeout_ms = spec.call_timeout_ms,
+            sweep_period_ms = spec.sweep_period_ms,
+            slack_ms = spec.slack_ms,
+            horizon_ms,
+            bugs = %self.scenario.bugs.enabled().join("+"),
+            profile = %self.scenario.profile.join("+")
+        );
+    }
+
+    /// Every fault phase, in time order (stable for equal times).
+    pub fn schedule(&self) -> Vec<Scheduled> {
+        let mut out = Vec::new();
+        for (fault, spec) in self.scenario.faults.iter().enumerate() {
+            let (start, end) = spec.window(&self.scenario.script);
+            out.push(Scheduled { at_ms: start, fault, phase: Phase::Start });
+            if let Some(end) = end {
+                out.push(Scheduled { at_ms: end, fault, phase: Phase::End });
+            }
+        }
+        out.sort_by_key(|s| s.at_ms);
+        out
+    }
+
+    pub fn apply(&self, scheduled: &Scheduled, sim: &mut turmoil::Sim<'_>) {
+        let targets = Targets {
+            knobs: &self.knobs,
+            close_stdin: &self.close_stdin,
+            script: &self.scenario.script,
+        };
+        faults::apply(&self.scenario.faults[scheduled.fault], scheduled.phase, sim, &targets);
+    }
+
+    pub fn heal(&self, sim: &mut turmoil::Sim<'_>) {
+        faults::heal(sim, &self.knobs);
+    }
+}

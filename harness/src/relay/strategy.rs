@@ -1,0 +1,159 @@
+//! proptest strategies for relay scenarios. Swarm testing: each case first draws a timing
+//! profile and which fault kinds are on, then a workload of 1–20 calls and a plan of 0–6 faults
+//! of those kinds. Shrinking removes steps and faults and makes windows shorter.
+
+use bridge_under_test::relay::client::{ClientScript, Op, Step, Tool};
+use bridge_under_test::relay::RelayBugs;
+use proptest::prelude::*;
+use proptest::sample::Index;
+
+use super::faults::{RelayFault, KINDS};
+use super::{RelayScenario, Spec, Timing};
+
+/// Simulator parameters the relay family uses with a timing: the coarsest tick that keeps every
+/// timer meaningful (the shortest relay timer, the first keep-alive, spans at least 4 ticks).
+pub fn tick_ms(timing: &Timing) -> u64 {
+    (timing.first_keepalive_ms.min(timing.keepalive_ms) / 4).clamp(1, 50)
+}
+
+/// Production constants, or a compressed profile whose deadlines are seconds, not minutes.
+fn timing() -> impl Strategy<Value = Timing> {
+    let compressed = (200u64..=1_000, 3u64..=8, 1_000u64..=10_000, 500u64..=5_000, prop::option::weighted(0.25, 1_000u64..=20_000))
+        .prop_map(|(keepalive_ms, idle_factor, slowest_tool_ms, deadline_margin_ms, call_timeout_ms)| Timing {
+            sse_idle_ms: keepalive_ms * idle_factor,
+            first_keepalive_ms: 200,
+            keepalive_ms,
+            slowest_tool_ms,
+            remember_deadline_ms: slowest_tool_ms / 2,
+            deadline_margin_ms,
+            call_timeout_ms,
+        });
+    prop_oneof![compressed, Just(Timing::default())]
+}
+
+/// Which fault kinds are on for this case.
+fn profile() -> impl Strategy<Value = Vec<&'static str>> {
+    prop::collection::vec(any::<bool>(), KINDS.len()).prop_map(|on| {
+        KINDS.iter().zip(on).filter(|(_, on)| *on).map(|(kind, _)| *kind).collect()
+    })
+}
+
+fn op(timing: &Timing) -> impl Strategy<Value = Op> {
+    let (remember_max, analyze_max) = (timing.remember_deadline_ms, timing.slowest_tool_ms * 11 / 10);
+    prop_oneof![
+        6 => (prop_oneof![2 => Just(Tool::Recall), 3 => Just(Tool::Remember), 1 => Just(Tool::Analyze)], any::<Index>())
+            .prop_map(move |(tool, work)| {
+                let max = match tool {
+                    Tool::Recall => 300,
+                    Tool::Remember => remember_max,
+                    Tool::Analyze => analyze_max,
+                };
+                Op::Call { tool, work_ms: 5 + work.index(max as usize) as u64 }
+            }),
+        1 => Just(Op::ListTools),
+        1 => Just(Op::Ping),
+        1 => Just(Op::Malformed),
+    ]
+}
+
+/// The client's script: an optional handshake, then 1–20 operations at increasing times. Ids
+/// count up; now and then one is reused or sent as a string.
+fn script(timing: &Timing) -> impl Strategy<Value = Vec<Step>> {
+    let spec = Spec::new(timing, 1, 0);
+    let gap_max = (spec.call_timeout_ms / 8).clamp(500, 10_000);
+    let step = (0..=gap_max, op(timing), prop::option::weighted(0.1, any::<Index>()), prop::bool::weighted(0.15));
+    (any::<bool>(), prop::collection::vec(step, 1..=20)).prop_map(|(handshake, ops)| {
+        let mut steps = Vec::new();
+        if handshake {
+            steps.push(Step { at_ms: 0, id: 0, string_id: false, op: Op::Initialize });
+            steps.push(Step { at_ms: 0, id: 0, string_id: false, op: Op::Initialized });
+        }
+        let mut at_ms = 0;
+        for (n, (gap, op, reuse, string_id)) in ops.into_iter().enumerate() {
+            at_ms += gap;
+            let id = reuse.map_or(n as u64 + 1, |i| i.index(n + 1) as u64);
+            steps.push(Step { at_ms, id, string_id, op });
+        }
+        steps
+    })
+}
+
+fn fault(kind: &'static str, timing: &Timing, steps: usize, span_ms: u64) -> BoxedStrategy<RelayFault> {
+    let spec = Spec::new(timing, 1, 0);
+    let (deadline, sweep, idle) = (spec.call_timeout_ms, spec.sweep_period_ms, timing.sse_idle_ms);
+    let step = (0..steps.max(1)).boxed();
+    let at = 0..=span_ms;
+    let window = 100..=(3 * idle).max(200);
+    match kind {
+        "duplicate_reply" => step.prop_map(|step| RelayFault::DuplicateReply { step }).boxed(),
+        "late_reply" => (step, deadline / 2..=deadline + 3 * sweep)
+            .prop_map(|(step, delay_ms)| RelayFault::LateReply { step, delay_ms })
+            .boxed(),
+        "swallow_reply" => step.prop_map(|step| RelayFault::SwallowReply { step }).boxed(),
+        "slow_tool" => (step, deadline / 2..=2 * deadline)
+            .prop_map(|(step, run_ms)| RelayFault::SlowTool { step, run_ms })
+            .boxed(),
+        "post_reject" => (at, 100u64..=3_000, prop::sample::select(vec![401u16, 429, 500, 503]))
+            .prop_map(|(at_ms, for_ms, status)| RelayFault::PostReject { at_ms, for_ms, status })
+            .boxed(),
+        "withhold_replies" => (at, window)
+            .prop_map(|(at_ms, for_ms)| RelayFault::WithholdReplies { at_ms, for_ms })
+            .boxed(),
+        "stream_stall" => (at, window)
+            .prop_map(|(at_ms, for_ms)| RelayFault::StreamStall { at_ms, for_ms })
+            .boxed(),
+        "stream_eof" => at.prop_map(|at_ms| RelayFault::StreamEof { at_ms }).boxed(),
+        "relayer_bounce" => at.prop_map(|at_ms| RelayFault::RelayerBounce { at_ms }).boxed(),
+        "link_hold" => (at, window).prop_map(|(at_ms, for_ms)| RelayFault::LinkHold { at_ms, for_ms }).boxed(),
+        _ => at.prop_map(|at_ms| RelayFault::StdinEof { at_ms }).boxed(),
+    }
+}
+
+/// A whole relay scenario with the given bug switches.
+pub fn scenario(bugs: RelayBugs) -> impl Strategy<Value = RelayScenario> {
+    (timing(), profile()).prop_flat_map(move |(timing, kinds)| {
+        script(&timing).prop_flat_map(move |steps| {
+            let spec = Spec::new(&timing, 1, 0);
+            let span_ms = steps.last().map_or(0, |s| s.at_ms) + spec.call_timeout_ms;
+            let choices: Vec<BoxedStrategy<RelayFault>> =
+                kinds.iter().map(|kind| fault(kind, &timing, steps.len(), span_ms)).collect();
+            let faults = if choices.is_empty() {
+                Just(Vec::new()).boxed()
+            } else {
+                prop::collection::vec(prop::strategy::Union::new(choices), 0..=6).boxed()
+            };
+            let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
+            (Just(timing.clone()), Just(steps), faults, Just(profile))
+        })
+    })
+    .prop_map(move |(timing, steps, faults, profile)| {
+        let end_at_ms = end_at_ms(&timing, &steps, &faults);
+        RelayScenario { bugs, timing, script: ClientScript { steps, end_at_ms }, faults, profile }
+    })
+}
+
+/// When the client closes stdin: after every step, fault and late reply has had time to play
+/// out, plus a full deadline and two sweeps, so every request is judged.
+pub fn end_at_ms(timing: &Timing, steps: &[Step], faults: &[RelayFault]) -> u64 {
+    let spec = Spec::new(timing, 1, 0);
+    let script = ClientScript { steps: steps.to_vec(), end_at_ms: 0 };
+    let latest_fault = faults
+        .iter()
+        .map(|fault| {
+            let (start, end) = fault.window(&script);
+            let work_ms = |step: &usize| match steps.get(*step).map(|s| &s.op) {
+                Some(Op::Call { work_ms, .. }) => *work_ms,
+                _ => 0,
+            };
+            let extra = match fault {
+                RelayFault::LateReply { step, delay_ms } => delay_ms + work_ms(step),
+                RelayFault::SlowTool { run_ms, .. } => *run_ms,
+                _ => 0,
+            };
+            end.unwrap_or(start) + extra
+        })
+        .max()
+        .unwrap_or(0);
+    let last_step = steps.last().map_or(0, |s| s.at_ms);
+    last_step.max(latest_fault) + spec.call_timeout_ms + 2 * spec.sweep_period_ms + 2_000
+}
