@@ -23,8 +23,12 @@ pub struct RelayerKnobs {
     pub slow_ids: BTreeMap<String, u64>,
     /// Keep-alives flow but every reply is dropped (a heartbeating-but-silent relayer).
     pub withhold_replies: bool,
-    /// Streams write nothing at all; what they would have written waits.
-    pub stall: bool,
+    /// While set, streams opened before this stall began write nothing at all (what they would
+    /// have written waits); streams opened later are unaffected, like fresh connections past a
+    /// stalled proxy.
+    pub stall: Option<u64>,
+    /// How many stalls have begun.
+    pub stalls: u64,
     /// Bumped to end every open stream (EOF).
     pub eof_epoch: u64,
     /// Every POST is answered with this status instead of being served.
@@ -39,6 +43,21 @@ impl RelayerKnobs {
     }
 
     /// Call after changing a knob that open streams must notice.
+    /// Begin or end a stall of the streams open now.
+    pub fn set_stall(&mut self, on: bool) {
+        if on {
+            self.stalls += 1;
+            self.stall = Some(self.stalls);
+        } else {
+            self.stall = None;
+        }
+    }
+
+    /// Whether a stream opened when `stalls_at_open` stalls had begun is stalled now.
+    pub fn stalled(&self, stalls_at_open: u64) -> bool {
+        self.stall.is_some_and(|stall| stall > stalls_at_open)
+    }
+
     pub fn notify(&self) {
         self.changed.notify_waiters();
     }

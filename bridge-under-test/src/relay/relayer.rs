@@ -123,9 +123,9 @@ async fn stream(
     body: mpsc::UnboundedSender<Bytes>,
 ) {
     let config = &app.0.config;
-    let (changed, epoch) = {
+    let (changed, epoch, stalls_at_open) = {
         let knobs = lock(&app.0.knobs);
-        (knobs.changed.clone(), knobs.eof_epoch)
+        (knobs.changed.clone(), knobs.eof_epoch, knobs.stalls)
     };
     let mut backlog = VecDeque::from([sse::frame("endpoint", &format!("/messages?sessionId={session}"))]);
     let mut keepalive_at = seam::now() + std::time::Duration::from_millis(config.first_keepalive_ms);
@@ -133,7 +133,7 @@ async fn stream(
         let notified = changed.notified();
         let (stall, eof) = {
             let knobs = lock(&app.0.knobs);
-            (knobs.stall, knobs.eof_epoch != epoch)
+            (knobs.stalled(stalls_at_open), knobs.eof_epoch != epoch)
         };
         if eof {
             emit!(kind::FAULT_FIRED, fault = "stream_eof", id = "", session = %session);

@@ -30,7 +30,8 @@ pub enum RelayFault {
     PostReject { at_ms: u64, for_ms: u64, status: u16 },
     /// Keep-alives keep flowing but every reply is dropped: a heartbeating-but-silent relayer.
     WithholdReplies { at_ms: u64, for_ms: u64 },
-    /// The streams carry no bytes at all, not even keep-alives: a stalled proxy buffer.
+    /// The streams open at onset carry no bytes at all, not even keep-alives, until the window
+    /// ends: a stalled proxy connection (new connections get through).
     StreamStall { at_ms: u64, for_ms: u64 },
     /// Every open stream ends: a load balancer cutting long-lived connections.
     StreamEof { at_ms: u64 },
@@ -135,7 +136,7 @@ pub fn apply(fault: &RelayFault, phase: Phase, sim: &mut turmoil::Sim<'_>, targe
         }
         RelayFault::PostReject { status, .. } => knobs.reject_status = on.then_some(*status),
         RelayFault::WithholdReplies { .. } => knobs.withhold_replies = on,
-        RelayFault::StreamStall { .. } => knobs.stall = on,
+        RelayFault::StreamStall { .. } => knobs.set_stall(on),
         RelayFault::StreamEof { .. } => knobs.eof_epoch += 1,
         RelayFault::RelayerBounce { .. } => sim.bounce(host::RELAYER),
         RelayFault::LinkHold { .. } if on => sim.hold(host::BRIDGE, host::RELAYER),
@@ -150,7 +151,7 @@ pub fn heal(sim: &mut turmoil::Sim<'_>, knobs: &SharedKnobs) {
     let mut knobs = lock(knobs);
     knobs.reject_status = None;
     knobs.withhold_replies = false;
-    knobs.stall = false;
+    knobs.set_stall(false);
     knobs.notify();
     drop(knobs);
     sim.release(host::BRIDGE, host::RELAYER);
