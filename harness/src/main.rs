@@ -49,6 +49,9 @@ enum Command {
         /// Print the run as generated, without shrinking.
         #[arg(long)]
         no_shrink: bool,
+        /// Also write the (shrunk) scenario JSON to this file, e.g. to commit it as a regression.
+        #[arg(long)]
+        save: Option<std::path::PathBuf>,
     },
 }
 
@@ -64,7 +67,7 @@ fn main() -> ExitCode {
         Command::Hunt { family, bugs, cases, seconds, seed, shrink_budget } => {
             hunt_command(family, bugs, cases, seconds, seed, shrink_budget)
         }
-        Command::Replay { token, no_shrink } => replay_command(&token, no_shrink),
+        Command::Replay { token, no_shrink, save } => replay_command(&token, no_shrink, save),
     };
     result.unwrap_or_else(|error| {
         eprintln!("error: {error}");
@@ -190,7 +193,7 @@ fn print_finding(finding: &hunt::Finding) {
     println!("   (or: cargo run --release -p harness -- replay {})", finding.token);
 }
 
-fn replay_command(input: &str, no_shrink: bool) -> Result<ExitCode, String> {
+fn replay_command(input: &str, no_shrink: bool, save: Option<std::path::PathBuf>) -> Result<ExitCode, String> {
     let (scenario, outcome) = if std::path::Path::new(input).is_file() {
         let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read {input}: {e}"))?;
         let scenario = Scenario::from_json(&text)?;
@@ -219,6 +222,10 @@ fn replay_command(input: &str, no_shrink: bool) -> Result<ExitCode, String> {
     }
     println!("--- scenario");
     println!("{}", scenario.to_json());
+    if let Some(path) = save {
+        std::fs::write(&path, scenario.to_json() + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!("saved: {}", path.display());
+    }
     println!("trace-hash: {:016x}", outcome.trace.hash());
     Ok(if outcome.failed() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

@@ -1,1 +1,103 @@
-//! placeholder
+//! Canonical scenarios and test helpers shared by the suites in `tests/`: hand-written relay
+//! scenarios reproducing the original projects' own tests, and a compact trace rendering for
+//! snapshots.
+
+use bridge_under_test::relay::client::{ClientScript, Op, Step, Tool};
+use bridge_under_test::relay::RelayBugs;
+use harness::relay::faults::RelayFault;
+use harness::relay::{strategy, RelayScenario, Spec, Timing};
+use harness::scenario::{FamilyScenario, Scenario, SimParams};
+use harness::trace::Trace;
+
+/// A relay scenario with the family's tick and a horizon that judges every request.
+pub fn relay(seed: u64, timing: Timing, steps: Vec<Step>, faults: Vec<RelayFault>) -> Scenario {
+    let end_at_ms = strategy::end_at_ms(&timing, &steps, &faults);
+    let tick_ms = strategy::tick_ms(&timing);
+    let slack = Spec::new(&timing, tick_ms, 0).slack_ms;
+    let sim = SimParams { tick_ms, latency_max_ms: 0, random_order: false, horizon_ms: end_at_ms + 2_000 + slack };
+    let relay = RelayScenario {
+        bugs: RelayBugs::default(),
+        timing,
+        script: ClientScript { steps, end_at_ms },
+        faults,
+        profile: Vec::new(),
+    };
+    Scenario { seed, sim, family: FamilyScenario::Relay(relay) }
+}
+
+/// Turn on bug switches in a relay scenario.
+pub fn with_bugs(mut scenario: Scenario, bugs: &[&str]) -> Scenario {
+    let FamilyScenario::Relay(relay) = &mut scenario.family;
+    for bug in bugs {
+        relay.bugs.enable(bug).expect("a relay switch");
+    }
+    scenario
+}
+
+pub fn step(at_ms: u64, id: u64, op: Op) -> Step {
+    Step { at_ms, id, string_id: false, op }
+}
+
+pub fn call(at_ms: u64, id: u64, tool: Tool, work_ms: u64) -> Step {
+    step(at_ms, id, Op::Call { tool, work_ms })
+}
+
+/// The handshake: `initialize` (answered locally) and `notifications/initialized`.
+pub fn handshake() -> Vec<Step> {
+    vec![step(0, 0, Op::Initialize), step(0, 0, Op::Initialized)]
+}
+
+/// Compressed timing: keep-alives every 200 ms, the given idle budget and call timeout.
+pub fn fast_timing(sse_idle_ms: u64, call_timeout_ms: u64) -> Timing {
+    Timing {
+        sse_idle_ms,
+        first_keepalive_ms: 200,
+        keepalive_ms: 200,
+        slowest_tool_ms: 1_500,
+        remember_deadline_ms: 1_500,
+        deadline_margin_ms: 500,
+        call_timeout_ms: Some(call_timeout_ms),
+    }
+}
+
+/// The orphaned call (memwal-mcp's own test): keep-alives every 200 ms, `initialize` answered,
+/// the `remember` reply held back past the 2 000 ms call timeout. The bridge closes the call out
+/// with a truthful `isError` result on one healthy stream, then drops the late genuine reply.
+pub fn orphaned_call() -> Scenario {
+    let mut steps = handshake();
+    steps.push(call(300, 1, Tool::Remember, 100));
+    relay(1, fast_timing(30_000, 2_000), steps, vec![RelayFault::LateReply { step: 2, delay_ms: 4_000 }])
+}
+
+/// The silent-stream watchdog: the first session sends its endpoint and then nothing; after the
+/// 1 500 ms idle budget the bridge reconnects and the second session answers.
+pub fn silent_stream() -> Scenario {
+    let mut steps = handshake();
+    steps.push(call(300, 1, Tool::Recall, 50));
+    let faults = vec![RelayFault::StreamStall { at_ms: 150, for_ms: 6_000 }];
+    relay(2, fast_timing(1_500, 8_000), steps, faults)
+}
+
+/// The replay double-write: the relayer executes a `remember`, the stream drops before the
+/// reply, the bridge reconnects and replays with the same idempotency key: executed once.
+pub fn replay_double_write() -> Scenario {
+    let mut steps = handshake();
+    steps.push(call(300, 1, Tool::Remember, 1_000));
+    relay(3, fast_timing(30_000, 8_000), steps, vec![RelayFault::StreamEof { at_ms: 800 }])
+}
+
+/// Fields that are deterministic but noisy (random keys and session nonces) are left out of
+/// snapshots, so a snapshot changes only when behaviour does.
+const NOISY_FIELDS: &[&str] = &["key", "session", "detail"];
+
+/// One line per event, virtual time first, stable fields only.
+pub fn snapshot(trace: &Trace) -> String {
+    let mut out = String::new();
+    for event in &trace.events {
+        let mut event = event.clone();
+        event.fields.retain(|(name, _)| !NOISY_FIELDS.contains(&name.as_str()));
+        out.push_str(event.line().trim_start());
+        out.push('\n');
+    }
+    out
+}

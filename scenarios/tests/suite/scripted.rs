@@ -1,0 +1,124 @@
+//! Scripted scenarios: fixed seed, explicit fault plan, a trace snapshot, and assertions that
+//! the fault fired and the recovery happened.
+
+use bridge_under_test::events::kind;
+use harness::relay::checks::error_text;
+use harness::runner::run;
+use harness::trace::{Outcome, TraceEvent};
+use serde_json::Value;
+
+fn snapshot(name: &str, outcome: &Outcome) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("../../../snapshots");
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(|| insta::assert_snapshot!(name, scenarios::snapshot(&outcome.trace)));
+}
+
+fn count(outcome: &Outcome, kind: &str) -> usize {
+    outcome.trace.of_kind(kind).count()
+}
+
+fn events<'a>(outcome: &'a Outcome, kind: &'a str) -> Vec<&'a TraceEvent> {
+    outcome.trace.of_kind(kind).map(|(_, e)| e).collect()
+}
+
+/// The replies the client read for a numeric id.
+fn replies(outcome: &Outcome, id: u64) -> Vec<Value> {
+    events(outcome, kind::MCP_RECV)
+        .into_iter()
+        .map(|e| serde_json::from_str::<Value>(&e.text("msg")).unwrap())
+        .filter(|msg| msg.get("id") == Some(&Value::from(id)))
+        .collect()
+}
+
+// Goal: an orphaned call ends at its deadline with a truthful error, and the late genuine reply
+// does not become a second response. Method: the relayer holds the `remember` reply 4 s past a
+// 2 s call timeout while keep-alives flow every 200 ms.
+#[test]
+fn orphaned_call_is_closed_out_truthfully_and_the_late_reply_dropped() {
+    let outcome = run(&scenarios::orphaned_call());
+    assert_eq!(outcome.violations, vec![]);
+    let replies = replies(&outcome, 1);
+    assert_eq!(replies.len(), 1, "exactly one reply for the call: {replies:?}");
+    assert_eq!(replies[0].pointer("/result/isError"), Some(&Value::Bool(true)));
+    let text = error_text(&replies[0]).unwrap();
+    assert!(text.contains("healthy") && text.contains("may have completed"), "{text}");
+    let closed = events(&outcome, kind::CALL_CLOSED_OUT);
+    assert_eq!(closed.len(), 1);
+    let age = closed[0].num("age_ms");
+    assert!(age > 2_000 && age <= 2_000 + 666, "closed out {age} ms after admission");
+    assert_eq!(count(&outcome, kind::STREAM_OPEN), 1, "one SSE GET: a healthy stream is kept");
+    let dropped = events(&outcome, kind::REPLY_DROPPED);
+    assert!(dropped.iter().any(|e| e.text("reason") == "closed_out"), "the late reply arrived and was dropped");
+    let init = replies_for_initialize(&outcome);
+    assert_eq!(init, 1, "initialize answered once, locally");
+    snapshot("relay_orphaned_call", &outcome);
+}
+
+fn replies_for_initialize(outcome: &Outcome) -> usize {
+    replies(outcome, 0).iter().filter(|m| m.pointer("/result/protocolVersion").is_some()).count()
+}
+
+// Goal: a stream that goes silent is detected by the watchdog. Method: the first session sends
+// its endpoint and then stalls; idle budget 1.5 s.
+#[test]
+fn silent_stream_is_abandoned_and_the_second_session_answers() {
+    let outcome = run(&scenarios::silent_stream());
+    assert_eq!(outcome.violations, vec![]);
+    let closed = events(&outcome, kind::SSE_CLOSED);
+    assert!(closed.iter().any(|e| e.text("reason") == "idle"), "the watchdog fired");
+    assert!(count(&outcome, kind::STREAM_OPEN) >= 2, "at least two SSE GETs");
+    let replies = replies(&outcome, 1);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].pointer("/result/isError"), Some(&Value::Bool(false)), "answered by the second session");
+    snapshot("relay_silent_stream", &outcome);
+}
+
+// Goal: a replay after a dropped stream never executes a write twice. Method: the stream ends
+// while `remember` runs; the bridge reconnects and replays with the same idempotency key.
+#[test]
+fn replayed_write_executes_once() {
+    let outcome = run(&scenarios::replay_double_write());
+    assert_eq!(outcome.violations, vec![]);
+    assert!(events(&outcome, kind::FAULT_FIRED).iter().any(|e| e.text("fault") == "stream_eof"));
+    let replayed = events(&outcome, kind::POST_SEND);
+    assert!(replayed.iter().any(|e| e.get("replay") == Some(&Value::Bool(true))), "the call was replayed");
+    assert_eq!(count(&outcome, kind::TOOL_EXEC), 1, "executed once");
+    assert!(count(&outcome, kind::TOOL_DEDUP) >= 1, "the replay was answered from the log");
+    let replies = replies(&outcome, 1);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].pointer("/result/isError"), Some(&Value::Bool(false)));
+    snapshot("relay_replay_double_write", &outcome);
+}
+
+// Each scripted scenario is also a regression test: with its bug switched on, the checkers fail.
+#[test]
+fn scripted_scenarios_fail_with_their_bugs_on() {
+    let cases = [
+        (scenarios::orphaned_call(), "no_closed_out_filter", "one_reply_per_id"),
+        (scenarios::orphaned_call(), "no_call_deadline", "bounded_latency"),
+        (scenarios::orphaned_call(), "relayer_unavailable_wording", "truthful_errors"),
+        (scenarios::replay_double_write(), "no_idempotency_key", "at_most_once_execution"),
+    ];
+    for (scenario, bug, invariant) in cases {
+        let outcome = run(&scenarios::with_bugs(scenario, &[bug]));
+        let found: Vec<&str> = outcome.violations.iter().map(|v| v.invariant.as_str()).collect();
+        assert!(found.contains(&invariant), "{bug}: expected {invariant}, found {found:?}");
+    }
+}
+
+// A malformed client line gets a parse error and everything else keeps working.
+#[test]
+fn malformed_line_gets_a_parse_error_and_the_session_goes_on() {
+    let mut steps = scenarios::handshake();
+    steps.push(scenarios::step(200, 1, bridge_under_test::relay::client::Op::Malformed));
+    steps.push(scenarios::call(400, 2, bridge_under_test::relay::client::Tool::Recall, 20));
+    let outcome = run(&scenarios::relay(4, scenarios::fast_timing(30_000, 2_000), steps, vec![]));
+    assert_eq!(outcome.violations, vec![]);
+    let parse_error = events(&outcome, kind::MCP_RECV)
+        .into_iter()
+        .map(|e| serde_json::from_str::<Value>(&e.text("msg")).unwrap())
+        .find(|m| m.pointer("/error/code") == Some(&Value::from(-32700)));
+    assert!(parse_error.is_some_and(|m| m.get("id").is_none()), "-32700 without an id");
+    assert_eq!(replies(&outcome, 2).len(), 1, "the next call is answered");
+}
