@@ -13,7 +13,7 @@
 //! | `bridge.exit` | bridge | `failed` (requests failed at shutdown) |
 //! | `call.admit` | bridge | `id`, `method`, `key` (idempotency key) |
 //! | `call.reply` | bridge | `id`, `source` (`upstream`, `local`, `close_out`, `rejected`, `shutdown`) |
-//! | `call.closed_out` | bridge | `id`, `method`, `age_ms`, `stream` (`up` or `down`) |
+//! | `call.closed_out` | bridge | `id`, `method`, `age_ms`, `stream` (`up` or `down`), `remembered` (closed-out ids kept) |
 //! | `reply.dropped` | bridge | `id`, `reason` (`closed_out`, `unknown`, `suppressed`) |
 //! | `post.send` | bridge | `id` (or empty), `method`, `key`, `gen`, `replay`, `tracked` (an owed request, not a note), `attempt` |
 //! | `post.status` | bridge | `id`, `status` (HTTP status, 0 for a network error), `attempt` |

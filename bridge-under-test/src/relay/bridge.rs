@@ -457,6 +457,7 @@ impl Bridge {
         let mut state = self.state.borrow_mut();
         let Some(entry) = state.inflight.remove(key) else { return };
         state.closed_out.insert(key.to_string(), seam::now());
+        let remembered = state.closed_out.len();
         let stream_up = state.session.is_some();
         if stream_up {
             state.orphan_streak += 1;
@@ -464,7 +465,7 @@ impl Bridge {
         drop(state);
         let age_ms = ms_since(entry.started_at);
         let stream = if stream_up { "up" } else { "down" };
-        emit!(kind::CALL_CLOSED_OUT, id = %entry.id, method = %entry.method, age_ms, stream);
+        emit!(kind::CALL_CLOSED_OUT, id = %entry.id, method = %entry.method, age_ms, stream, remembered);
         let text = self.close_out_text(stream_up);
         self.reply(&entry.id, &jsonrpc::failure(&entry.id, &entry.method, &text), "close_out");
     }

@@ -94,7 +94,7 @@ impl<'a> Facts<'a> {
                 let malformed = event.get("malformed") == Some(&Value::Bool(true));
                 let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
                 let id = msg.get("id").filter(|id| !id.is_null()).map(Value::to_string);
-                if malformed || id.is_some() {
+                if malformed || (id.is_some() && !method.is_empty()) {
                     let id = if malformed { None } else { id };
                     outstanding.entry(id.clone()).or_default().push(self.requests.len());
                     self.requests.push(Request { index, at_ms: event.at_ms, id, method, answered: None });
@@ -224,7 +224,9 @@ pub fn close_out_window(facts: &Facts<'_>) -> Vec<Violation> {
             }
             kind::CALL_CLOSED_OUT => {
                 let Some(at) = admitted.get(&event.text("id")) else { continue };
-                let age = event.at_ms - at;
+                let age = event.at_ms.saturating_sub(*at);
+                // Both stamps are the bridge's own clock truncated to whole ms, so an age equal
+                // to the deadline can still be a close-out just past it.
                 let late = deadline + sweep + 2 * facts.slack_ms;
                 if age < deadline || age > late {
                     let detail = format!(
@@ -274,7 +276,10 @@ pub fn truthful_errors(facts: &Facts<'_>) -> Vec<Violation> {
             kind::CALL_CLOSED_OUT => {
                 let Some(text) = facts.client_reply_after(index, &id).and_then(|a| error_text(&a.msg)) else { continue };
                 let healthy = facts.stream_up_at(index);
-                if !text.contains("may have completed") || (healthy && text.contains("unavailable")) {
+                let blames_stream = text.contains("unavailable") || text.contains("was down");
+                let claims_healthy = text.contains("healthy");
+                let wrong_claim = if healthy { blames_stream } else { claims_healthy };
+                if !text.contains("may have completed") || wrong_claim {
                     let state = if healthy { "healthy" } else { "down" };
                     let detail = format!("close-out of id {id} (stream {state}) says {text:?}");
                     found.push(facts.violation("truthful_errors", index, detail));
@@ -283,7 +288,7 @@ pub fn truthful_errors(facts: &Facts<'_>) -> Vec<Violation> {
             kind::CALL_REPLY if event.text("source") == "rejected" => {
                 let status = last_status.get(&id).copied().unwrap_or(0);
                 let Some(text) = facts.client_reply_after(index, &id).and_then(|a| error_text(&a.msg)) else { continue };
-                let named = if status == 0 { text.contains("network") } else { text.contains(&status.to_string()) };
+                let named = if status == 0 { text.contains("network") } else { text.contains(&format!("HTTP {status}")) };
                 if !named {
                     let detail = format!("rejection of id {id} after HTTP {status} says {text:?}");
                     found.push(facts.violation("truthful_errors", index, detail));
@@ -311,11 +316,11 @@ pub fn no_stale_post(facts: &Facts<'_>) -> Vec<Violation> {
             kind::CALL_REPLY if !matches!(event.text("source").as_str(), "local" | "invalid") => {
                 owed.insert(id, false);
             }
-            kind::POST_SEND if event.get("tracked") == Some(&Value::Bool(true)) => {
-                if owed.get(&id) != Some(&true) {
-                    let detail = format!("POST of id {id} after its reply was already written");
-                    found.push(facts.violation("no_stale_post", index, detail));
-                }
+            kind::POST_SEND
+                if event.get("tracked") == Some(&Value::Bool(true)) && owed.get(&id) != Some(&true) =>
+            {
+                let detail = format!("POST of id {id} after its reply was already written");
+                found.push(facts.violation("no_stale_post", index, detail));
             }
             _ => {}
         }
@@ -360,3 +365,7 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
     }
     capped(found)
 }
+
+#[cfg(test)]
+#[path = "checks_tests.rs"]
+mod tests;

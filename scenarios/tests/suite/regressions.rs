@@ -37,7 +37,7 @@ fn every_relay_switch_is_found_within_the_budget() {
 fn shrinking_keeps_the_failure_and_makes_it_smaller() {
     let bug = "no_closed_out_filter".to_string();
     let (token, outcome) = (0..BUDGET)
-        .map(|i| Token::new(Family::Relay, &[bug.clone()], hunt::case_seed(0x5412, i)).unwrap())
+        .map(|i| Token::new(Family::Relay, std::slice::from_ref(&bug), hunt::case_seed(0x5412, i)).unwrap())
         .map(|token| {
             let outcome = harness::runner::run(&hunt::generate(&token).current());
             (token, outcome)

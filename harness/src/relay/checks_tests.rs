@@ -1,0 +1,925 @@
+//! Unit tests for the relay checkers: each test builds a small trace by hand, in the event
+//! vocabulary of `bridge_under_test::events`, and runs one checker (or `check`) over it.
+//! Event indices are noted in a trailing comment on each event: violations point at them.
+
+use bridge_under_test::events::{host, kind};
+use serde_json::{json, Value};
+
+use super::*;
+use crate::schema::McpSchema;
+use crate::trace::{Trace, TraceEvent, Violation};
+
+// ---- builders -------------------------------------------------------------------------------
+
+/// One event: `ev(at_ms, host, kind, &[("id", json!("1")), ...])`.
+fn ev(at_ms: u64, host: &str, kind: &str, fields: &[(&str, Value)]) -> TraceEvent {
+    TraceEvent {
+        at_ms,
+        host: host.to_string(),
+        kind: kind.to_string(),
+        fields: fields
+            .iter()
+            .map(|(name, value)| ((*name).to_string(), value.clone()))
+            .collect(),
+    }
+}
+
+/// The `run.spec` event the checkers read their constants from.
+fn spec(call_timeout_ms: u64, sweep_period_ms: u64, slack_ms: u64, horizon_ms: u64) -> TraceEvent {
+    ev(
+        0,
+        host::SIM,
+        kind::RUN_SPEC,
+        &[
+            ("family", json!("relay")),
+            ("call_timeout_ms", json!(call_timeout_ms)),
+            ("sweep_period_ms", json!(sweep_period_ms)),
+            ("slack_ms", json!(slack_ms)),
+            ("horizon_ms", json!(horizon_ms)),
+        ],
+    )
+}
+
+/// The spec most tests use: deadline 1 000, sweep 500, slack 10 (latency bound 1 510, late
+/// close-out cut-off 1 520), run horizon 10 000.
+fn std_spec() -> TraceEvent {
+    spec(1_000, 500, 10, 10_000)
+}
+
+/// A bridge event.
+fn bridge(at_ms: u64, kind: &str, fields: &[(&str, Value)]) -> TraceEvent {
+    ev(at_ms, host::BRIDGE, kind, fields)
+}
+
+/// The client writes `msg` to the bridge's stdin.
+fn send(at_ms: u64, msg: &Value) -> TraceEvent {
+    ev(
+        at_ms,
+        host::CLIENT,
+        kind::MCP_SEND,
+        &[("msg", json!(msg.to_string())), ("malformed", json!(false))],
+    )
+}
+
+/// The client writes a line that is not valid JSON.
+fn send_malformed(at_ms: u64) -> TraceEvent {
+    let line = r#"{"jsonrpc":"2.0","id":9,"method""#;
+    ev(
+        at_ms,
+        host::CLIENT,
+        kind::MCP_SEND,
+        &[("msg", json!(line)), ("malformed", json!(true))],
+    )
+}
+
+/// The client reads `msg` from the bridge's stdout.
+fn recv(at_ms: u64, msg: &Value) -> TraceEvent {
+    ev(
+        at_ms,
+        host::CLIENT,
+        kind::MCP_RECV,
+        &[("msg", json!(msg.to_string()))],
+    )
+}
+
+/// The relayer finished a tool execution (`ok`: a committed effect).
+fn tool_done(at_ms: u64, id: &str, action: &str, key: &str, ok: bool) -> TraceEvent {
+    ev(
+        at_ms,
+        host::RELAYER,
+        kind::TOOL_DONE,
+        &[
+            ("id", json!(id)),
+            ("tool", json!("remember")),
+            ("action", json!(action)),
+            ("key", json!(key)),
+            ("elapsed_ms", json!(100)),
+            ("ok", json!(ok)),
+        ],
+    )
+}
+
+fn admit(at_ms: u64, id: &str, method: &str) -> TraceEvent {
+    bridge(
+        at_ms,
+        kind::CALL_ADMIT,
+        &[
+            ("id", json!(id)),
+            ("method", json!(method)),
+            ("key", json!(format!("k{id}"))),
+        ],
+    )
+}
+
+fn reply(at_ms: u64, id: &str, source: &str) -> TraceEvent {
+    bridge(
+        at_ms,
+        kind::CALL_REPLY,
+        &[("id", json!(id)), ("source", json!(source))],
+    )
+}
+
+fn closed_out(at_ms: u64, id: &str, age_ms: u64, stream: &str) -> TraceEvent {
+    let fields = [
+        ("id", json!(id)),
+        ("method", json!("tools/call")),
+        ("age_ms", json!(age_ms)),
+        ("stream", json!(stream)),
+    ];
+    bridge(at_ms, kind::CALL_CLOSED_OUT, &fields)
+}
+
+fn post_send(at_ms: u64, id: &str, gen: u64, replay: bool, tracked: bool) -> TraceEvent {
+    let fields = [
+        ("id", json!(id)),
+        ("method", json!("tools/call")),
+        ("key", json!(format!("k{id}"))),
+        ("gen", json!(gen)),
+        ("replay", json!(replay)),
+        ("tracked", json!(tracked)),
+        ("attempt", json!(0)),
+    ];
+    bridge(at_ms, kind::POST_SEND, &fields)
+}
+
+fn post_status(at_ms: u64, id: &str, status: u64) -> TraceEvent {
+    bridge(
+        at_ms,
+        kind::POST_STATUS,
+        &[
+            ("id", json!(id)),
+            ("status", json!(status)),
+            ("attempt", json!(0)),
+        ],
+    )
+}
+
+fn sse_endpoint(at_ms: u64, gen: u64) -> TraceEvent {
+    bridge(
+        at_ms,
+        kind::SSE_ENDPOINT,
+        &[
+            ("gen", json!(gen)),
+            ("session", json!(format!("/messages?sessionId=s{gen}"))),
+        ],
+    )
+}
+
+fn sse_closed(at_ms: u64, gen: u64) -> TraceEvent {
+    bridge(
+        at_ms,
+        kind::SSE_CLOSED,
+        &[("gen", json!(gen)), ("reason", json!("eof"))],
+    )
+}
+
+// ---- messages -------------------------------------------------------------------------------
+
+/// A `tools/call` request for one user action.
+fn call(id: Value, action: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "remember", "arguments": {"action": action, "work_ms": 100}}
+    })
+}
+
+fn list(id: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {}})
+}
+
+fn initialize(id: Value) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "sim-client", "version": "1.0.0"}
+        }
+    })
+}
+
+fn initialize_result(id: Value) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": id,
+        "result": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "relay-bridge", "version": "0.1.0"}
+        }
+    })
+}
+
+fn list_result(id: Value) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": id,
+        "result": {"tools": [{"name": "remember", "inputSchema": {"type": "object"}}]}
+    })
+}
+
+/// A `CallToolResult` with one text block.
+fn tool_result(id: Value, text: &str, is_error: bool) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}], "isError": is_error}})
+}
+
+/// A JSON-RPC error; `id: None` for an error with no id (a parse error).
+fn rpc_error(id: Option<Value>, code: i64, message: &str) -> Value {
+    let mut msg = json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}});
+    if let Some(id) = id {
+        msg["id"] = id;
+    }
+    msg
+}
+
+/// What the bridge says when it closes out a call on a healthy stream.
+const HEALTHY_CLOSE_OUT: &str = "no reply within 1000 ms although the relayer stream was healthy: the reply \
+                                 was lost. The work may have completed: check its effect before retrying a write.";
+
+// ---- running and asserting ------------------------------------------------------------------
+
+fn run(checker: Checker, events: Vec<TraceEvent>) -> Vec<Violation> {
+    let trace = Trace { events };
+    let schema = McpSchema::new();
+    checker(&Facts::new(&trace, &schema))
+}
+
+#[track_caller]
+fn assert_clean(violations: &[Violation]) {
+    assert!(
+        violations.is_empty(),
+        "expected no violation, got {violations:#?}"
+    );
+}
+
+#[track_caller]
+fn assert_one(violations: &[Violation], invariant: &str, event_index: usize, detail_part: &str) {
+    assert_eq!(
+        violations.len(),
+        1,
+        "expected exactly one violation, got {violations:#?}"
+    );
+    let violation = &violations[0];
+    assert_eq!(violation.invariant, invariant);
+    assert_eq!(violation.event_index, event_index, "{violation}");
+    assert!(
+        violation.detail.contains(detail_part),
+        "detail {:?} lacks {detail_part:?}",
+        violation.detail
+    );
+}
+
+// ---- one_reply_per_id -----------------------------------------------------------------------
+
+#[test]
+fn one_reply_per_id_passes_a_reused_id_answered_once_per_request() {
+    // The client reuses id 1 after its first request was answered: one reply each is fine.
+    let events = vec![
+        std_spec(),                                                    // 0
+        send(0, &call(json!(1), "a0")),                                // 1
+        recv(200, &tool_result(json!(1), "remember a0: done", false)), // 2
+        send(300, &call(json!(1), "a1")),                              // 3
+        recv(500, &tool_result(json!(1), "remember a1: done", false)), // 4
+    ];
+    assert_clean(&run(one_reply_per_id, events));
+}
+
+#[test]
+fn one_reply_per_id_flags_a_late_reply_after_close_out() {
+    // A late genuine reply forwarded after close-out is a second reply.
+    let events = vec![
+        std_spec(),                                                      // 0
+        send(0, &call(json!(1), "a0")),                                  // 1
+        admit(0, "1", "tools/call"),                                     // 2
+        closed_out(1_200, "1", 1_200, "up"),                             // 3
+        reply(1_200, "1", "close_out"),                                  // 4
+        recv(1_200, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true)),    // 5
+        reply(1_300, "1", "upstream"),                                   // 6
+        recv(1_300, &tool_result(json!(1), "remember a0: done", false)), // 7
+    ];
+    let found = run(one_reply_per_id, events);
+    assert_one(&found, "one_reply_per_id", 7, "a second reply for id 1:");
+    assert_eq!(found[0].at_ms, 1_300);
+}
+
+#[test]
+fn one_reply_per_id_names_a_string_id_as_json() {
+    // The same reply written twice for string id "r7" (e.g. a replayed request answered twice).
+    let events = vec![
+        std_spec(),                                                       // 0
+        send(0, &call(json!("r7"), "a0")),                                // 1
+        recv(100, &tool_result(json!("r7"), "remember a0: done", false)), // 2
+        recv(150, &tool_result(json!("r7"), "remember a0: done", false)), // 3
+    ];
+    assert_one(
+        &run(one_reply_per_id, events),
+        "one_reply_per_id",
+        3,
+        r#"a second reply for id "r7""#,
+    );
+}
+
+// ---- reply_answers_outstanding --------------------------------------------------------------
+
+#[test]
+fn reply_answers_outstanding_passes_replies_to_sent_requests() {
+    // A parse error answers the malformed line; a duplicate reply to a known id is
+    // one_reply_per_id's business, not this checker's.
+    let events = vec![
+        std_spec(),        // 0
+        send_malformed(0), // 1
+        recv(
+            5,
+            &rpc_error(None, -32700, "Parse error: the line is not valid JSON"),
+        ), // 2
+        send(10, &call(json!("r7"), "a0")), // 3
+        recv(100, &tool_result(json!("r7"), "remember a0: done", false)), // 4
+        recv(150, &tool_result(json!("r7"), "remember a0: done", false)), // 5
+    ];
+    assert_clean(&run(reply_answers_outstanding, events));
+}
+
+#[test]
+fn reply_answers_outstanding_flags_a_reply_for_an_id_never_sent() {
+    // The bridge writes a reply for id 2, which the client never used (e.g. a mis-routed reply).
+    let events = vec![
+        std_spec(),                                                    // 0
+        send(0, &call(json!(1), "a0")),                                // 1
+        recv(100, &tool_result(json!(2), "remember a9: done", false)), // 2
+        recv(150, &tool_result(json!(1), "remember a0: done", false)), // 3
+    ];
+    let found = run(reply_answers_outstanding, events);
+    assert_one(
+        &found,
+        "reply_answers_outstanding",
+        2,
+        r#"a reply for id "2", which the client never sent"#,
+    );
+}
+
+#[test]
+fn reply_answers_outstanding_flags_a_reply_before_its_request() {
+    // A reply read before the client sent its id answers nothing outstanding at that time.
+    let events = vec![
+        std_spec(),                                                    // 0
+        recv(0, &tool_result(json!(3), "remember a0: done", false)),   // 1
+        send(50, &call(json!(3), "a0")),                               // 2
+        recv(150, &tool_result(json!(3), "remember a0: done", false)), // 3
+    ];
+    assert_one(
+        &run(reply_answers_outstanding, events),
+        "reply_answers_outstanding",
+        1,
+        r#"id "3""#,
+    );
+}
+
+// ---- bounded_latency ------------------------------------------------------------------------
+
+#[test]
+fn bounded_latency_passes_a_reply_at_the_bound_and_a_young_request() {
+    // A reply exactly at deadline + sweep + slack is on time; a request whose bound falls after
+    // the horizon is not judged.
+    let events = vec![
+        std_spec(),                                                   // 0
+        send(0, &call(json!(1), "a0")),                               // 1
+        recv(1_510, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true)), // 2
+        send(9_000, &call(json!(2), "a1")),                           // 3
+    ];
+    assert_clean(&run(bounded_latency, events));
+}
+
+#[test]
+fn bounded_latency_flags_a_late_reply() {
+    // A close-out one millisecond past deadline + sweep + slack is late.
+    let events = vec![
+        std_spec(),                                                   // 0
+        send(100, &call(json!(1), "a0")),                             // 1
+        recv(1_611, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true)), // 2
+    ];
+    let found = run(bounded_latency, events);
+    assert_one(
+        &found,
+        "bounded_latency",
+        2,
+        "tools/call id 1 answered after 1511 ms; the bound is 1510 ms",
+    );
+}
+
+#[test]
+fn bounded_latency_flags_a_hung_call() {
+    // A call the bridge never answers (no deadline, keep-alives flowing) while the run outlives its bound.
+    let events = vec![
+        std_spec(),                        // 0
+        send(100, &call(json!(1), "a0")),  // 1
+        send(200, &list(json!(2))),        // 2
+        recv(300, &list_result(json!(2))), // 3
+    ];
+    let found = run(bounded_latency, events);
+    let detail =
+        "tools/call id 1 sent at 100 ms never answered (bound 1510 ms, run ended at 10000 ms)";
+    assert_one(&found, "bounded_latency", 1, detail);
+}
+
+#[test]
+fn bounded_latency_flags_an_unanswered_malformed_line() {
+    // A malformed line the bridge never answers with a parse error is a request left hanging.
+    let events = vec![
+        std_spec(),         // 0
+        send_malformed(50), // 1
+    ];
+    assert_one(
+        &run(bounded_latency, events),
+        "bounded_latency",
+        1,
+        "id (malformed line) sent at 50 ms never answered",
+    );
+}
+
+#[test]
+fn bounded_latency_reports_at_most_three() {
+    // Four hung calls: only the first three are reported, they tell the story.
+    let mut events = vec![std_spec()];
+    events.extend((1..=4).map(|n| send(n * 10, &call(json!(n), "a0"))));
+    let found = run(bounded_latency, events);
+    let indices: Vec<usize> = found.iter().map(|v| v.event_index).collect();
+    assert_eq!(indices, [1, 2, 3]);
+}
+
+// ---- close_out_window -----------------------------------------------------------------------
+
+#[test]
+fn close_out_window_passes_close_outs_inside_the_window() {
+    // Close-outs just past the deadline, at deadline + sweep, and late only by scheduling slack.
+    let events = vec![
+        std_spec(),                               // 0
+        admit(0, "1", "tools/call"),              // 1
+        admit(100, "2", "tools/call"),            // 2
+        admit(200, "\"r7\"", "tools/call"),       // 3
+        closed_out(1_001, "1", 1_001, "up"),      // 4
+        closed_out(1_600, "2", 1_500, "up"),      // 5
+        closed_out(1_720, "\"r7\"", 1_520, "up"), // 6
+    ];
+    assert_clean(&run(close_out_window, events));
+}
+
+#[test]
+fn close_out_window_times_a_reused_id_from_its_latest_admission() {
+    // Id 1 is answered, then reused: its close-out is timed from the second admission.
+    let events = vec![
+        std_spec(),                          // 0
+        admit(0, "1", "tools/call"),         // 1
+        reply(200, "1", "upstream"),         // 2
+        admit(5_000, "1", "tools/call"),     // 3
+        closed_out(6_200, "1", 1_200, "up"), // 4
+    ];
+    assert_clean(&run(close_out_window, events));
+}
+
+#[test]
+fn close_out_window_flags_an_early_close_out() {
+    // A healthy slow call declared orphaned before its deadline (deadline below the slowest tool).
+    let events = vec![
+        std_spec(),                      // 0
+        admit(0, "1", "tools/call"),     // 1
+        closed_out(900, "1", 900, "up"), // 2
+    ];
+    let detail = "tools/call id 1 closed out 900 ms after admission; the window is (1000, 1500]";
+    assert_one(
+        &run(close_out_window, events),
+        "close_out_window",
+        2,
+        detail,
+    );
+}
+
+#[test]
+fn close_out_window_flags_a_late_close_out() {
+    // A close-out most of a sweep period too late (an uncapped sweep period on a long deadline).
+    let events = vec![
+        std_spec(),                          // 0
+        admit(100, "1", "tools/call"),       // 1
+        closed_out(2_200, "1", 2_100, "up"), // 2
+    ];
+    assert_one(
+        &run(close_out_window, events),
+        "close_out_window",
+        2,
+        "id 1 closed out 2100 ms after admission",
+    );
+}
+
+// ---- at_most_once_execution -----------------------------------------------------------------
+
+#[test]
+fn at_most_once_execution_passes_one_commit_per_action() {
+    // A failed attempt followed by one committed execution, and a second action: at most once each.
+    let events = vec![
+        std_spec(),                             // 0
+        tool_done(100, "1", "a0", "k1", false), // 1
+        tool_done(900, "1", "a0", "k1", true),  // 2
+        tool_done(950, "2", "a1", "k2", true),  // 3
+    ];
+    assert_clean(&run(at_most_once_execution, events));
+}
+
+#[test]
+fn at_most_once_execution_flags_a_replayed_write_executed_twice() {
+    // A replay without its idempotency key executes the same user action a second time.
+    let events = vec![
+        std_spec(),                            // 0
+        tool_done(100, "1", "a0", "k1", true), // 1
+        tool_done(700, "1", "a0", "", true),   // 2
+    ];
+    let found = run(at_most_once_execution, events);
+    assert_one(
+        &found,
+        "at_most_once_execution",
+        2,
+        "remember for action a0 executed 2 times",
+    );
+}
+
+#[test]
+fn at_most_once_execution_falls_back_to_the_idempotency_key() {
+    // Without an action name, two committed executions under one idempotency key are a duplicate.
+    let events = vec![
+        std_spec(),                          // 0
+        tool_done(100, "1", "", "k1", true), // 1
+        tool_done(700, "1", "", "k1", true), // 2
+        tool_done(800, "2", "", "k2", true), // 3
+    ];
+    let found = run(at_most_once_execution, events);
+    assert_one(
+        &found,
+        "at_most_once_execution",
+        2,
+        "for action key k1 executed 2 times",
+    );
+}
+
+// ---- truthful_errors ------------------------------------------------------------------------
+
+#[test]
+fn truthful_errors_passes_honest_close_outs_and_rejections() {
+    // A healthy-stream close-out warning the work may have completed, and rejections naming
+    // HTTP 401 and a network error.
+    let network = "network error: the relayer could not be reached to deliver the request";
+    let credentials = "the relayer rejected the credentials (HTTP 401): check the account's token";
+    let events = vec![
+        std_spec(),                                                   // 0
+        sse_endpoint(0, 1),                                           // 1
+        send(10, &call(json!(1), "a0")),                              // 2
+        admit(10, "1", "tools/call"),                                 // 3
+        post_send(10, "1", 1, false, true),                           // 4
+        post_status(15, "1", 202),                                    // 5
+        closed_out(1_200, "1", 1_190, "up"),                          // 6
+        reply(1_200, "1", "close_out"),                               // 7
+        recv(1_200, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true)), // 8
+        send(1_300, &call(json!(2), "a1")),                           // 9
+        admit(1_300, "2", "tools/call"),                              // 10
+        post_send(1_300, "2", 1, false, true),                        // 11
+        post_status(1_305, "2", 401),                                 // 12
+        reply(1_305, "2", "rejected"),                                // 13
+        recv(1_305, &tool_result(json!(2), credentials, true)),       // 14
+        send(1_400, &list(json!(3))),                                 // 15
+        admit(1_400, "3", "tools/list"),                              // 16
+        post_send(1_400, "3", 1, false, true),                        // 17
+        post_status(1_405, "3", 0),                                   // 18
+        reply(1_405, "3", "rejected"),                                // 19
+        recv(1_405, &rpc_error(Some(json!(3)), -32000, network)),     // 20
+    ];
+    assert_clean(&run(truthful_errors, events));
+}
+
+#[test]
+fn truthful_errors_passes_unavailable_while_the_stream_is_down() {
+    // While the stream is down, "unavailable" is the truth, as long as the warning is there.
+    let text =
+        "no reply within 1000 ms: the relayer is unavailable. The work may have completed: check \
+                its effect before retrying a write.";
+    let events = vec![
+        std_spec(),                                      // 0
+        sse_endpoint(0, 1),                              // 1
+        send(10, &call(json!(1), "a0")),                 // 2
+        admit(10, "1", "tools/call"),                    // 3
+        sse_closed(500, 1),                              // 4
+        closed_out(1_200, "1", 1_190, "down"),           // 5
+        reply(1_200, "1", "close_out"),                  // 6
+        recv(1_200, &tool_result(json!(1), text, true)), // 7
+    ];
+    assert_clean(&run(truthful_errors, events));
+}
+
+#[test]
+fn truthful_errors_flags_unavailable_wording_on_a_healthy_stream() {
+    // A close-out on a healthy stream that blames an unavailable relayer and invites a retry.
+    let events = vec![
+        std_spec(),                          // 0
+        sse_endpoint(0, 1),                  // 1
+        send(10, &call(json!(1), "a0")),     // 2
+        admit(10, "1", "tools/call"),        // 3
+        closed_out(1_200, "1", 1_190, "up"), // 4
+        reply(1_200, "1", "close_out"),      // 5
+        recv(
+            1_200,
+            &tool_result(json!(1), "relayer unavailable, retry", true),
+        ), // 6
+    ];
+    let found = run(truthful_errors, events);
+    assert_one(
+        &found,
+        "truthful_errors",
+        4,
+        r#"close-out of id 1 (stream healthy) says "relayer unavailable, retry""#,
+    );
+}
+
+#[test]
+fn truthful_errors_flags_a_close_out_without_the_warning() {
+    // A close-out while the stream is down that omits "the work may have completed".
+    let text = "no reply within 1000 ms while the relayer stream was down.";
+    let events = vec![
+        std_spec(),                                            // 0
+        sse_endpoint(0, 1),                                    // 1
+        send(10, &list(json!(1))),                             // 2
+        admit(10, "1", "tools/list"),                          // 3
+        sse_closed(500, 1),                                    // 4
+        closed_out(1_200, "1", 1_190, "down"),                 // 5
+        reply(1_200, "1", "close_out"),                        // 6
+        recv(1_200, &rpc_error(Some(json!(1)), -32000, text)), // 7
+    ];
+    assert_one(
+        &run(truthful_errors, events),
+        "truthful_errors",
+        5,
+        "close-out of id 1 (stream down) says",
+    );
+}
+
+#[test]
+fn truthful_errors_flags_a_rejection_that_hides_the_status() {
+    // A rejection after HTTP 429 (retried) whose text does not name the status.
+    let text = "the relayer failed, try again later";
+    let events = vec![
+        std_spec(),                                    // 0
+        sse_endpoint(0, 1),                            // 1
+        send(10, &call(json!(1), "a0")),               // 2
+        admit(10, "1", "tools/call"),                  // 3
+        post_send(10, "1", 1, false, true),            // 4
+        post_status(15, "1", 429),                     // 5
+        post_status(520, "1", 429),                    // 6
+        reply(520, "1", "rejected"),                   // 7
+        recv(520, &tool_result(json!(1), text, true)), // 8
+    ];
+    let found = run(truthful_errors, events);
+    assert_one(
+        &found,
+        "truthful_errors",
+        7,
+        r#"rejection of id 1 after HTTP 429 says "the relayer failed, try again later""#,
+    );
+}
+
+// ---- no_stale_post --------------------------------------------------------------------------
+
+#[test]
+fn no_stale_post_passes_replays_of_owed_calls() {
+    // A replay after a reconnect while the call is owed; a duplicate-id rejection ("invalid")
+    // and an answered `initialize` do not settle anything; an untracked note is never stale.
+    let events = vec![
+        std_spec(),                             // 0
+        sse_endpoint(0, 1),                     // 1
+        reply(5, "0", "local"),                 // 2: initialize answered locally
+        post_send(5, "0", 1, false, false),     // 3: ... and forwarded as a note
+        admit(10, "1", "tools/call"),           // 4
+        post_send(10, "1", 1, false, true),     // 5
+        reply(20, "1", "invalid"),              // 6: a second request with id 1, refused
+        sse_closed(500, 1),                     // 7
+        sse_endpoint(1_000, 2),                 // 8
+        post_send(1_000, "1", 2, true, true),   // 9
+        reply(1_100, "1", "upstream"),          // 10
+        post_send(1_200, "1", 2, false, false), // 11: a note that happens to carry id 1
+    ];
+    assert_clean(&run(no_stale_post, events));
+}
+
+#[test]
+fn no_stale_post_flags_a_replay_after_close_out() {
+    // A replay POSTed after the sweeper already closed the call out (a check made stale by an await).
+    let events = vec![
+        std_spec(),                            // 0
+        sse_endpoint(0, 1),                    // 1
+        admit(10, "1", "tools/call"),          // 2
+        post_send(10, "1", 1, false, true),    // 3
+        sse_closed(500, 1),                    // 4
+        closed_out(1_200, "1", 1_190, "down"), // 5
+        reply(1_200, "1", "close_out"),        // 6
+        sse_endpoint(1_250, 2),                // 7
+        post_send(1_250, "1", 2, true, true),  // 8
+    ];
+    let found = run(no_stale_post, events);
+    assert_one(
+        &found,
+        "no_stale_post",
+        8,
+        "POST of id 1 after its reply was already written",
+    );
+}
+
+// ---- schema_valid ---------------------------------------------------------------------------
+
+#[test]
+fn schema_valid_passes_valid_exchanges() {
+    // A tools/call and a tools/list exchange, a -32000 error and an unvalidated malformed line.
+    let events = vec![
+        std_spec(),                                                    // 0
+        send(0, &call(json!(1), "a0")),                                // 1
+        recv(100, &tool_result(json!(1), "remember a0: done", false)), // 2
+        send(200, &list(json!(2))),                                    // 3
+        recv(250, &list_result(json!(2))),                             // 4
+        send(300, &list(json!("r3"))),                                 // 5
+        recv(
+            350,
+            &rpc_error(Some(json!("r3")), -32000, "the relayer answered HTTP 418"),
+        ), // 6
+        send_malformed(400),                                           // 7
+    ];
+    assert_clean(&run(schema_valid, events));
+}
+
+#[test]
+fn schema_valid_accepts_a_late_reply_for_a_reused_id() {
+    // Id 7 is closed out and reused for tools/list; the late tools/call result paired with the
+    // tools/list request still fits one of the id's methods.
+    let events = vec![
+        std_spec(),                                                      // 0
+        send(0, &call(json!(7), "a0")),                                  // 1
+        recv(1_200, &tool_result(json!(7), HEALTHY_CLOSE_OUT, true)),    // 2
+        send(1_300, &list(json!(7))),                                    // 3
+        recv(1_350, &tool_result(json!(7), "remember a0: done", false)), // 4
+        recv(1_400, &list_result(json!(7))),                             // 5
+    ];
+    assert_clean(&run(schema_valid, events));
+}
+
+#[test]
+fn schema_valid_flags_a_tool_result_without_content() {
+    // A tools/call result missing `content` breaks CallToolResult.
+    let bad = json!({"jsonrpc": "2.0", "id": 1, "result": {"isError": false}});
+    let events = vec![
+        std_spec(),                     // 0
+        send(0, &call(json!(1), "a0")), // 1
+        recv(100, &bad),                // 2
+    ];
+    let found = run(schema_valid, events);
+    assert_one(&found, "schema_valid", 2, "mcp.recv");
+    assert!(
+        found[0].detail.contains("CallToolResult"),
+        "{}",
+        found[0].detail
+    );
+}
+
+#[test]
+fn schema_valid_flags_a_response_with_result_and_error() {
+    // A reply carrying both `result` and `error` is not a JSON-RPC response.
+    let bad =
+        json!({"jsonrpc": "2.0", "id": 1, "result": {}, "error": {"code": -32000, "message": "x"}});
+    let events = vec![
+        std_spec(),               // 0
+        send(0, &list(json!(1))), // 1
+        recv(100, &bad),          // 2
+    ];
+    let found = run(schema_valid, events);
+    assert_one(
+        &found,
+        "schema_valid",
+        2,
+        r#"must not contain both "result" and "error""#,
+    );
+}
+
+#[test]
+fn schema_valid_flags_an_invalid_client_request() {
+    // A tools/call request without params (no tool name) breaks CallToolRequest.
+    let bad = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"});
+    let events = vec![
+        std_spec(),    // 0
+        send(0, &bad), // 1
+    ];
+    let found = run(schema_valid, events);
+    assert_one(&found, "schema_valid", 1, "mcp.send");
+    assert!(
+        found[0].detail.contains("CallToolRequest"),
+        "{}",
+        found[0].detail
+    );
+}
+
+// ---- all checkers ---------------------------------------------------------------------------
+
+#[test]
+fn checkers_table_lists_the_eight_relay_invariants() {
+    // The table is what `check` runs: every invariant of the relay family, each once.
+    let names: Vec<&str> = CHECKERS.iter().map(|(name, _)| *name).collect();
+    assert_eq!(
+        names,
+        [
+            "one_reply_per_id",
+            "reply_answers_outstanding",
+            "bounded_latency",
+            "close_out_window",
+            "at_most_once_execution",
+            "truthful_errors",
+            "no_stale_post",
+            "schema_valid",
+        ]
+    );
+}
+
+#[test]
+fn check_finds_nothing_in_a_clean_run() {
+    // A healthy session: handshake, a call, a listing, a call closed out whose late reply is
+    // dropped, a credentials rejection, a parse error, then stdin closes.
+    let credentials = "the relayer rejected the credentials (HTTP 401): check the account's token";
+    let parse_error = "Parse error: the line is not valid JSON";
+    let events = vec![
+        std_spec(), // 0
+        bridge(
+            0,
+            kind::SSE_CONNECT,
+            &[("gen", json!(1)), ("attempt", json!(0))],
+        ), // 1
+        sse_endpoint(5, 1), // 2
+        send(10, &initialize(json!(0))), // 3
+        reply(10, "0", "local"), // 4
+        recv(10, &initialize_result(json!(0))), // 5
+        post_send(10, "0", 1, false, false), // 6
+        post_status(12, "0", 202), // 7
+        send(
+            20,
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ), // 8
+        post_send(20, "", 1, false, false), // 9
+        send(30, &call(json!(1), "a1")), // 10
+        admit(30, "1", "tools/call"), // 11
+        post_send(30, "1", 1, false, true), // 12
+        post_status(32, "1", 202), // 13
+        tool_done(132, "1", "a1", "k1", true), // 14
+        reply(135, "1", "upstream"), // 15
+        recv(135, &tool_result(json!(1), "remember a1: done", false)), // 16
+        send(200, &list(json!(2))), // 17
+        admit(200, "2", "tools/list"), // 18
+        post_send(200, "2", 1, false, true), // 19
+        post_status(202, "2", 202), // 20
+        reply(250, "2", "upstream"), // 21
+        recv(250, &list_result(json!(2))), // 22
+        send(300, &call(json!(3), "a3")), // 23
+        admit(300, "3", "tools/call"), // 24
+        post_send(300, "3", 1, false, true), // 25
+        post_status(302, "3", 202), // 26
+        closed_out(1_400, "3", 1_100, "up"), // 27
+        reply(1_400, "3", "close_out"), // 28
+        recv(1_400, &tool_result(json!(3), HEALTHY_CLOSE_OUT, true)), // 29
+        tool_done(1_500, "3", "a3", "k3", true), // 30
+        bridge(
+            1_502,
+            kind::REPLY_DROPPED,
+            &[("id", json!("3")), ("reason", json!("closed_out"))],
+        ), // 31
+        send(2_000, &call(json!(4), "a4")), // 32
+        admit(2_000, "4", "tools/call"), // 33
+        post_send(2_000, "4", 1, false, true), // 34
+        post_status(2_005, "4", 401), // 35
+        reply(2_005, "4", "rejected"), // 36
+        recv(2_005, &tool_result(json!(4), credentials, true)), // 37
+        send_malformed(3_000), // 38
+        reply(3_000, "", "parse_error"), // 39
+        recv(3_000, &rpc_error(None, -32700, parse_error)), // 40
+        ev(
+            9_000,
+            host::CLIENT,
+            kind::CLIENT_EOF,
+            &[("reason", json!("end"))],
+        ), // 41
+        bridge(9_000, kind::BRIDGE_EXIT, &[("failed", json!(0))]), // 42
+    ];
+    let trace = Trace { events };
+    let schema = McpSchema::new();
+    // Each checker on its own first, so a failure names it; then `check` as a whole.
+    let facts = Facts::new(&trace, &schema);
+    for (name, checker) in CHECKERS {
+        let found = checker(&facts);
+        assert!(found.is_empty(), "{name} flagged a clean run: {found:#?}");
+    }
+    assert_clean(&check(&trace, &schema));
+    assert_eq!(
+        (
+            facts.call_timeout_ms,
+            facts.sweep_period_ms,
+            facts.slack_ms,
+            facts.horizon_ms
+        ),
+        (1_000, 500, 10, 10_000)
+    );
+    assert!(facts.requests.iter().all(|r| r.answered.is_some()) && facts.unmatched.is_empty());
+}
