@@ -2,43 +2,18 @@
 //! the scenario from a ChaCha RNG seeded with it, so the same token always regenerates the same
 //! scenario and shrinks along the same path to the same minimal one.
 
-use bridge_under_test::relay::RelayBugs;
 use bridge_under_test::rng::{mix, SimRng};
 use proptest::strategy::{BoxedStrategy, Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
-use crate::relay::{self, Spec};
 use crate::runner::run;
-use crate::scenario::{Family, FamilyScenario, Scenario, SimParams};
+use crate::scenario::{Family, FamilyScenario, Scenario};
 use crate::token::Token;
 use crate::trace::Outcome;
 
 /// The strategy for one case of `token`'s family and switches.
 pub fn strategy(token: &Token) -> BoxedStrategy<Scenario> {
-    let seed = token.seed;
-    match token.family {
-        Family::Relay => {
-            let mut bugs = RelayBugs::default();
-            for bug in &token.bugs {
-                bugs.enable(bug).expect("token switches are validated");
-            }
-            let sim = (0u64..=2, any_bool());
-            (relay::strategy::scenario(bugs), sim)
-                .prop_map(move |(relay, (latency_ticks, random_order))| {
-                    let tick_ms = relay::strategy::tick_ms(&relay.timing);
-                    let latency_max_ms = latency_ticks * tick_ms;
-                    let slack = Spec::new(&relay.timing, tick_ms, latency_max_ms).slack_ms;
-                    let horizon_ms = relay.script.end_at_ms + 2_000 + slack;
-                    let sim = SimParams { tick_ms, latency_max_ms, random_order, horizon_ms };
-                    Scenario { seed, sim, family: FamilyScenario::Relay(relay) }
-                })
-                .boxed()
-        }
-    }
-}
-
-fn any_bool() -> proptest::bool::Any {
-    proptest::bool::ANY
+    FamilyScenario::strategy(token.family, &token.bugs, token.seed)
 }
 
 /// The value tree of a token's case: its current value is the scenario; it can shrink.
@@ -51,7 +26,7 @@ pub fn generate(token: &Token) -> Box<dyn ValueTree<Value = Scenario>> {
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
     let config = Config { failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, rng);
-    let tree = strategy(token).new_tree(&mut runner).expect("relay strategies never reject");
+    let tree = strategy(token).new_tree(&mut runner).expect("case strategies never reject");
     Box::new(tree)
 }
 

@@ -129,13 +129,7 @@ impl Progress for Printer {
 }
 
 fn summary(scenario: &Scenario) -> String {
-    let harness::scenario::FamilyScenario::Relay(relay) = &scenario.family;
-    format!(
-        "{} steps, {} faults, {} ms virtual",
-        relay.script.steps.len(),
-        relay.faults.len(),
-        scenario.sim.horizon_ms
-    )
+    format!("{}, {} ms virtual", scenario.family.summary(), scenario.sim.horizon_ms)
 }
 
 fn hunt_command(

@@ -11,8 +11,7 @@ use bridge_under_test::events::kind;
 use tracing_subscriber::layer::SubscriberExt;
 
 use crate::recorder::Recorder;
-use crate::relay;
-use crate::scenario::{FamilyScenario, Scenario};
+use crate::scenario::Scenario;
 use crate::schema::McpSchema;
 use crate::seed::derive;
 use crate::trace::{Outcome, Stats, Trace, Violation};
@@ -61,9 +60,7 @@ pub fn run_with(scenario: &Scenario, options: RunOptions) -> Outcome {
 pub fn check(scenario: &Scenario, trace: &Trace) -> Vec<Violation> {
     SCHEMA.with(|cell| {
         let schema = cell.get_or_init(McpSchema::new);
-        match scenario.family {
-            FamilyScenario::Relay(_) => relay::checks::check(trace, schema),
-        }
+        scenario.family.check(trace, schema)
     })
 }
 
@@ -90,9 +87,8 @@ fn build_sim<'a>(scenario: &Scenario) -> turmoil::Sim<'a> {
 fn simulate(scenario: &Scenario, recorder: &Recorder, options: RunOptions) -> (Stats, Option<Violation>) {
     let params = scenario.sim;
     let mut sim = build_sim(scenario);
-    let FamilyScenario::Relay(relay_scenario) = &scenario.family;
-    let driver = relay::Driver::setup(relay_scenario, scenario.seed, &mut sim);
-    driver.emit_spec(params.tick_ms, params.latency_max_ms, params.horizon_ms);
+    let driver = scenario.family.setup(scenario.seed, &mut sim);
+    driver.emit_spec(&params);
     let schedule = driver.schedule();
     let heal_at_ms = schedule.last().map_or(0, |s| s.at_ms);
     let mut next = 0;

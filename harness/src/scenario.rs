@@ -2,7 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::relay::RelayScenario;
+use proptest::strategy::BoxedStrategy;
+
+use crate::family::Driver;
+use crate::relay::{self, RelayScenario};
+use crate::schema::McpSchema;
+use crate::trace::{Trace, Violation};
 
 /// The families of systems under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -52,6 +57,77 @@ pub struct SimParams {
 #[serde(tag = "family", rename_all = "snake_case")]
 pub enum FamilyScenario {
     Relay(RelayScenario),
+}
+
+impl FamilyScenario {
+    /// The strategy for one case of `family` with the named switches on.
+    pub fn strategy(family: Family, bugs: &[String], seed: u64) -> BoxedStrategy<Scenario> {
+        match family {
+            Family::Relay => relay::case_strategy(enable(bugs), seed),
+        }
+    }
+
+    /// Register the family's hosts in `sim`; the driver applies its faults.
+    pub fn setup(&self, seed: u64, sim: &mut turmoil::Sim<'_>) -> Box<dyn Driver> {
+        match self {
+            Self::Relay(relay) => Box::new(relay::Driver::setup(relay, seed, sim)),
+        }
+    }
+
+    /// Run the family's checkers over a trace.
+    pub fn check(&self, trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
+        match self {
+            Self::Relay(_) => relay::checks::check(trace, schema),
+        }
+    }
+
+    /// A one-line description of the scenario's size.
+    pub fn summary(&self) -> String {
+        match self {
+            Self::Relay(relay) => format!("{} steps, {} faults", relay.script.steps.len(), relay.faults.len()),
+        }
+    }
+
+    /// A size for comparing shrunk scenarios: operations plus faults.
+    pub fn size(&self) -> usize {
+        match self {
+            Self::Relay(relay) => relay.script.steps.len() + relay.faults.len(),
+        }
+    }
+
+    /// Turn every bug switch off (to check that a failure is the bug's).
+    pub fn clear_bugs(&mut self) {
+        match self {
+            Self::Relay(relay) => relay.bugs = Default::default(),
+        }
+    }
+
+    /// Turn on the named switches; `Err` for a name the family does not have.
+    pub fn enable_bugs(&mut self, bugs: &[&str]) -> Result<(), String> {
+        match self {
+            Self::Relay(relay) => bugs.iter().try_for_each(|bug| relay.bugs.enable(bug)),
+        }
+    }
+}
+
+/// A family's switch set with the named switches on (names validated by the token).
+fn enable<B: BugSet>(bugs: &[String]) -> B {
+    let mut set = B::default();
+    for bug in bugs {
+        set.enable(bug).expect("token switches are validated");
+    }
+    set
+}
+
+/// What the `bug_switches!` structs have in common.
+pub trait BugSet: Default {
+    fn enable(&mut self, name: &str) -> Result<(), String>;
+}
+
+impl BugSet for bridge_under_test::relay::RelayBugs {
+    fn enable(&mut self, name: &str) -> Result<(), String> {
+        bridge_under_test::relay::RelayBugs::enable(self, name)
+    }
 }
 
 /// Everything a run depends on.

@@ -25,12 +25,9 @@ pub fn relay(seed: u64, timing: Timing, steps: Vec<Step>, faults: Vec<RelayFault
     Scenario { seed, sim, family: FamilyScenario::Relay(relay) }
 }
 
-/// Turn on bug switches in a relay scenario.
+/// Turn on bug switches in a scenario.
 pub fn with_bugs(mut scenario: Scenario, bugs: &[&str]) -> Scenario {
-    let FamilyScenario::Relay(relay) = &mut scenario.family;
-    for bug in bugs {
-        relay.bugs.enable(bug).expect("a relay switch");
-    }
+    scenario.family.enable_bugs(bugs).expect("switches of the scenario's family");
     scenario
 }
 

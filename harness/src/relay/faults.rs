@@ -11,6 +11,8 @@ use bridge_under_test::relay::client::ClientScript;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use crate::family::Phase;
+
 /// One fault. Per-call faults name a script step; windowed faults have an onset and a length.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "fault", rename_all = "snake_case")]
@@ -58,13 +60,6 @@ pub const KINDS: &[&str] = &[
     "link_hold",
     "stdin_eof",
 ];
-
-/// A fault taking effect (`Start`) or ending (`End`, windowed faults only).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    Start,
-    End,
-}
 
 impl RelayFault {
     /// The kind's name, as in [`KINDS`].

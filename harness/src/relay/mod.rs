@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use crate::seed::derive;
-use faults::{Phase, RelayFault, Targets};
+use crate::family::{self, Phase, Scheduled};
+use crate::scenario::SimParams;
+use faults::{RelayFault, Targets};
 
 /// The timing constants of one relay scenario (MODEL.md §1.3 by default).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,14 +84,6 @@ pub struct RelayScenario {
     pub profile: Vec<String>,
 }
 
-/// A scheduled fault phase.
-#[derive(Debug, Clone, Copy)]
-pub struct Scheduled {
-    pub at_ms: u64,
-    pub fault: usize,
-    pub phase: Phase,
-}
-
 /// A relay scenario set up inside a simulation: holds what faults act on.
 pub struct Driver {
     scenario: RelayScenario,
@@ -131,9 +125,12 @@ impl Driver {
         Self { scenario: scenario.clone(), knobs, close_stdin }
     }
 
-    /// Record the spec the checkers judge against.
-    pub fn emit_spec(&self, tick_ms: u64, latency_max_ms: u64, horizon_ms: u64) {
-        let spec = Spec::new(&self.scenario.timing, tick_ms, latency_max_ms);
+}
+
+impl family::Driver for Driver {
+    fn emit_spec(&self, params: &SimParams) {
+        let spec = Spec::new(&self.scenario.timing, params.tick_ms, params.latency_max_ms);
+        let horizon_ms = params.horizon_ms;
         emit!(
             kind::RUN_SPEC,
             family = "relay",
@@ -146,8 +143,7 @@ impl Driver {
         );
     }
 
-    /// Every fault phase, in time order (stable for equal times).
-    pub fn schedule(&self) -> Vec<Scheduled> {
+    fn schedule(&self) -> Vec<Scheduled> {
         let mut out = Vec::new();
         for (fault, spec) in self.scenario.faults.iter().enumerate() {
             let (start, end) = spec.window(&self.scenario.script);
@@ -156,11 +152,10 @@ impl Driver {
                 out.push(Scheduled { at_ms: end, fault, phase: Phase::End });
             }
         }
-        out.sort_by_key(|s| s.at_ms);
-        out
+        family::sorted(out)
     }
 
-    pub fn apply(&self, scheduled: &Scheduled, sim: &mut turmoil::Sim<'_>) {
+    fn apply(&self, scheduled: &Scheduled, sim: &mut turmoil::Sim<'_>) {
         let targets = Targets {
             knobs: &self.knobs,
             close_stdin: &self.close_stdin,
@@ -169,7 +164,23 @@ impl Driver {
         faults::apply(&self.scenario.faults[scheduled.fault], scheduled.phase, sim, &targets);
     }
 
-    pub fn heal(&self, sim: &mut turmoil::Sim<'_>) {
+    fn heal(&self, sim: &mut turmoil::Sim<'_>) {
         faults::heal(sim, &self.knobs);
     }
+}
+
+/// The whole-scenario strategy for a relay case: the family's scenario plus the simulator
+/// parameters that suit it.
+pub fn case_strategy(bugs: RelayBugs, seed: u64) -> proptest::strategy::BoxedStrategy<crate::scenario::Scenario> {
+    use proptest::prelude::*;
+    (strategy::scenario(bugs), 0u64..=2, any::<bool>())
+        .prop_map(move |(relay, latency_ticks, random_order)| {
+            let tick_ms = strategy::tick_ms(&relay.timing);
+            let latency_max_ms = latency_ticks * tick_ms;
+            let slack = Spec::new(&relay.timing, tick_ms, latency_max_ms).slack_ms;
+            let horizon_ms = relay.script.end_at_ms + 2_000 + slack;
+            let sim = SimParams { tick_ms, latency_max_ms, random_order, horizon_ms };
+            crate::scenario::Scenario { seed, sim, family: crate::scenario::FamilyScenario::Relay(relay) }
+        })
+        .boxed()
 }

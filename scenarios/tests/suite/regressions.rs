@@ -4,7 +4,7 @@
 
 use bridge_under_test::relay::RelayBugs;
 use harness::hunt::{self, hunt, HuntConfig, Quiet};
-use harness::scenario::{Family, FamilyScenario};
+use harness::scenario::Family;
 use harness::token::Token;
 
 const BUDGET: u64 = 256;
@@ -48,10 +48,7 @@ fn shrinking_keeps_the_failure_and_makes_it_smaller() {
     let shrunk = hunt::shrink(hunt::generate(&token), outcome.clone(), 300, |_, _| {});
     let invariant = &outcome.violations[0].invariant;
     assert!(shrunk.outcome.violations.iter().any(|v| &v.invariant == invariant));
-    let size = |s: &harness::scenario::Scenario| {
-        let FamilyScenario::Relay(relay) = &s.family;
-        (relay.script.steps.len() + relay.faults.len(), s.sim.horizon_ms)
-    };
+    let size = |s: &harness::scenario::Scenario| (s.family.size(), s.sim.horizon_ms);
     assert!(size(&shrunk.scenario) < size(&original), "{:?} !< {:?}", size(&shrunk.scenario), size(&original));
     // Shrinking is deterministic: the same token shrinks to the same scenario.
     let again = hunt::shrink(hunt::generate(&token), outcome, 300, |_, _| {});

@@ -1,0 +1,38 @@
+//! What every family provides to the engine: a driver that sets its hosts up in a simulation and
+//! applies its fault plan between steps. A new family adds a variant to
+//! [`FamilyScenario`](crate::scenario::FamilyScenario) and a module like `relay/`.
+
+use crate::scenario::SimParams;
+
+/// A fault taking effect (`Start`) or ending (`End`, windowed faults only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Start,
+    End,
+}
+
+/// A scheduled fault phase: fault number `fault` of the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scheduled {
+    pub at_ms: u64,
+    pub fault: usize,
+    pub phase: Phase,
+}
+
+/// A family's scenario set up inside a simulation.
+pub trait Driver {
+    /// Record the spec the family's checkers judge against (a `run.spec` event).
+    fn emit_spec(&self, params: &SimParams);
+    /// Every fault phase, in time order (stable for equal times).
+    fn schedule(&self) -> Vec<Scheduled>;
+    /// Apply one phase of a fault, recording a `fault.injected` event.
+    fn apply(&self, scheduled: &Scheduled, sim: &mut turmoil::Sim<'_>);
+    /// Stop injecting and repair everything: liveness is judged after this.
+    fn heal(&self, sim: &mut turmoil::Sim<'_>);
+}
+
+/// Sort fault phases by time, keeping plan order for equal times.
+pub fn sorted(mut schedule: Vec<Scheduled>) -> Vec<Scheduled> {
+    schedule.sort_by_key(|s| s.at_ms);
+    schedule
+}
