@@ -2,6 +2,7 @@
 //! recorder, checkers, shrinking, tokens and replay. A run is a pure function of
 //! (commit, scenario token).
 
+pub mod bench;
 pub mod family;
 pub mod hunt;
 pub mod recorder;

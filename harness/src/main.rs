@@ -1,14 +1,17 @@
-//! The harness CLI: `list`, `hunt`, `replay`. Exit codes: 0 nothing found, 1 a violation, 2 bad
-//! input.
+//! The harness CLI: `list`, `hunt`, `replay`, `bench`, `hashes`. Exit codes: 0 nothing found,
+//! 1 a violation, 2 bad input.
+
+mod progress;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use harness::hunt::{self, HuntConfig, Progress};
+use harness::bench;
+use harness::hunt::{self, HuntConfig, HuntReport, Shard};
 use harness::runner::run;
 use harness::scenario::{Family, Scenario};
 use harness::token::Token;
-use harness::trace::Outcome;
 
 #[derive(Parser)]
 #[command(name = "harness", about = "Deterministic simulation testing for MCP bridges and daemons")]
@@ -17,31 +20,49 @@ struct Cli {
     command: Command,
 }
 
+#[derive(clap::Args)]
+struct HuntArgs {
+    /// The family to hunt in (default: every family, or the family of the --bug switches).
+    #[arg(long)]
+    family: Option<String>,
+    /// Turn on a bug switch (repeatable), e.g. --bug no_call_deadline.
+    #[arg(long = "bug")]
+    bugs: Vec<String>,
+    /// How many cases to run at most, per family.
+    #[arg(long, default_value_t = 256)]
+    cases: u64,
+    /// Stop starting cases after this many seconds (in total).
+    #[arg(long)]
+    seconds: Option<u64>,
+    /// Base seed (hex with 0x, or decimal); fresh each run when absent.
+    #[arg(long)]
+    seed: Option<String>,
+    /// Runs allowed for shrinking a failure.
+    #[arg(long, default_value_t = 300)]
+    shrink_budget: usize,
+    /// Worker threads (default: every core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Collect one shrunk failure per distinct invariant instead of stopping at the first.
+    #[arg(long)]
+    keep_going: bool,
+    /// Run only shard i of n (0-based), e.g. 2/8: disjoint cases per machine.
+    #[arg(long)]
+    shard: Option<String>,
+    /// Run each case twice and report the first divergence between the traces.
+    #[arg(long)]
+    check_determinism: bool,
+    /// No progress bar or progress lines.
+    #[arg(long)]
+    quiet: bool,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// One line per family: `<family>: <switch> <switch> ...`.
     List,
     /// Generate and run scenarios until a checker finds a violation.
-    Hunt {
-        /// The family to hunt in (default: every family, or the family of the --bug switches).
-        #[arg(long)]
-        family: Option<String>,
-        /// Turn on a bug switch (repeatable), e.g. --bug no_call_deadline.
-        #[arg(long = "bug")]
-        bugs: Vec<String>,
-        /// How many cases to run at most.
-        #[arg(long, default_value_t = 256)]
-        cases: u64,
-        /// Stop after this many seconds.
-        #[arg(long)]
-        seconds: Option<u64>,
-        /// Base seed (hex or decimal); fresh each run when absent.
-        #[arg(long)]
-        seed: Option<String>,
-        /// Runs allowed for shrinking a failure.
-        #[arg(long, default_value_t = 300)]
-        shrink_budget: usize,
-    },
+    Hunt(HuntArgs),
     /// Rerun a token exactly (or a scenario JSON file), shrink it, print the trace.
     Replay {
         /// A token printed by `hunt`, or the path of a scenario JSON file.
@@ -52,6 +73,30 @@ enum Command {
         /// Also write the (shrunk) scenario JSON to this file, e.g. to commit it as a regression.
         #[arg(long)]
         save: Option<std::path::PathBuf>,
+    },
+    /// Measure throughput, acceleration, overhead against bare turmoil, and cases-to-detect.
+    Bench {
+        /// Only this family.
+        #[arg(long)]
+        family: Option<String>,
+        /// Clean cases per family for throughput.
+        #[arg(long, default_value_t = 200)]
+        cases: u64,
+        /// Base seeds for cases-to-detect.
+        #[arg(long, default_value_t = 5)]
+        seeds: u64,
+        /// Where to write the figures as JSON.
+        #[arg(long, default_value = "target/bench.json")]
+        json: std::path::PathBuf,
+    },
+    /// Print `<token> <trace-hash>` for cases of every family: compare across processes/machines.
+    Hashes {
+        #[arg(long)]
+        family: Option<String>,
+        #[arg(long, default_value_t = 10)]
+        cases: u64,
+        #[arg(long, default_value = "1")]
+        seed: String,
     },
 }
 
@@ -64,10 +109,10 @@ fn main() -> ExitCode {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Hunt { family, bugs, cases, seconds, seed, shrink_budget } => {
-            hunt_command(family, bugs, cases, seconds, seed, shrink_budget)
-        }
+        Command::Hunt(args) => hunt_command(args),
         Command::Replay { token, no_shrink, save } => replay_command(&token, no_shrink, save),
+        Command::Bench { family, cases, seeds, json } => bench_command(family, cases, seeds, &json),
+        Command::Hashes { family, cases, seed } => hashes_command(family, cases, &seed),
     };
     result.unwrap_or_else(|error| {
         eprintln!("error: {error}");
@@ -80,7 +125,7 @@ fn parse_seed(text: &str) -> Result<u64, String> {
         Some(hex) => u64::from_str_radix(hex, 16),
         None => text.parse(),
     };
-    parsed.map_err(|_| format!("--seed `{text}` is not a number (decimal, or hex with 0x)"))
+    parsed.map_err(|_| format!("seed `{text}` is not a number (decimal, or hex with 0x)"))
 }
 
 fn fresh_seed() -> u64 {
@@ -92,7 +137,7 @@ fn fresh_seed() -> u64 {
     state.build_hasher().finish()
 }
 
-/// Which families a hunt covers: the one named, the one the switches belong to, or all.
+/// Which families a command covers: the one named, the one the switches belong to, or all.
 fn families(family: Option<String>, bugs: &[String]) -> Result<Vec<Family>, String> {
     if let Some(name) = family {
         return Ok(vec![Family::parse(&name)?]);
@@ -104,76 +149,82 @@ fn families(family: Option<String>, bugs: &[String]) -> Result<Vec<Family>, Stri
     Ok(Family::ALL.to_vec())
 }
 
-struct Printer {
-    total: u64,
-    violations: u64,
-    #[allow(clippy::disallowed_types)]
-    started: std::time::Instant,
-    last_print: u64,
-}
-
-impl Progress for Printer {
-    fn case_done(&mut self, cases: u64, outcome: &Outcome) {
-        self.violations += u64::from(outcome.failed());
-        let secs = self.started.elapsed().as_secs_f64();
-        if secs as u64 > self.last_print || cases == self.total {
-            self.last_print = secs as u64;
-            let rate = cases as f64 / secs.max(1e-9);
-            eprintln!("  {cases}/{} cases, {rate:.1} cases/s, {} violations", self.total, self.violations);
-        }
-    }
-
-    fn shrinking(&mut self, runs: usize, scenario: &Scenario) {
-        eprintln!("  shrinking: run {runs}, {}", summary(scenario));
-    }
-}
-
 fn summary(scenario: &Scenario) -> String {
     format!("{}, {} ms virtual", scenario.family.summary(), scenario.sim.horizon_ms)
 }
 
-fn hunt_command(
-    family: Option<String>,
-    bugs: Vec<String>,
-    cases: u64,
-    seconds: Option<u64>,
-    seed: Option<String>,
-    shrink_budget: usize,
-) -> Result<ExitCode, String> {
-    let base_seed = match seed {
-        Some(text) => parse_seed(&text)?,
+fn hunt_command(args: HuntArgs) -> Result<ExitCode, String> {
+    let base_seed = match &args.seed {
+        Some(text) => parse_seed(text)?,
         None => fresh_seed(),
     };
-    let mut total_cases = 0;
-    for family in families(family, &bugs)? {
-        Token::new(family, &bugs, 0)?;
-        let bug_text = if bugs.is_empty() { "none".to_string() } else { bugs.join(" ") };
-        println!("hunt: family {} bugs {bug_text} base seed 0x{base_seed:016x}, up to {cases} cases", family.name());
-        let config = HuntConfig { family, bugs: bugs.clone(), cases, base_seed, seconds, shrink_budget };
-        #[allow(clippy::disallowed_methods)] // progress display only
-        let started = std::time::Instant::now();
-        let mut printer = Printer { total: cases, violations: 0, started, last_print: 0 };
-        let report = hunt::hunt(&config, &mut printer)?;
-        total_cases += report.cases;
-        if let Some(finding) = report.finding {
-            print_finding(&finding);
-            return Ok(ExitCode::from(1));
+    let shard = args.shard.as_deref().map(Shard::parse).transpose()?.unwrap_or(Shard::WHOLE);
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let families = families(args.family.clone(), &args.bugs)?;
+    for family in &families {
+        Token::new(*family, &args.bugs, 0)?;
+    }
+    let bug_text = if args.bugs.is_empty() { "none".to_string() } else { args.bugs.join(" ") };
+    println!(
+        "hunt: base seed 0x{base_seed:016x}, bugs {bug_text}, up to {} cases per family, {threads} threads, shard {}/{}",
+        args.cases, shard.index, shard.count
+    );
+    #[allow(clippy::disallowed_methods)] // the --seconds budget is wall time; nothing recorded
+    let started = std::time::Instant::now();
+    let mut reports = Vec::new();
+    for family in families {
+        let deadline = args.seconds.map(|s| Duration::from_secs(s).saturating_sub(started.elapsed()));
+        let config = HuntConfig {
+            deadline,
+            shrink_budget: args.shrink_budget,
+            threads,
+            keep_going: args.keep_going,
+            shard,
+            check_determinism: args.check_determinism,
+            ..HuntConfig::new(family, &args.bugs, args.cases, base_seed)
+        };
+        let mut bar = progress::Bar::new(family, args.cases, args.quiet);
+        let report = hunt::hunt(&config, &mut bar)?;
+        bar.finish();
+        let stop = !report.findings.is_empty() && !args.keep_going;
+        reports.push(report);
+        if stop {
+            break;
         }
-        let secs = started.elapsed().as_secs_f64().max(1e-9);
+    }
+    print_table(&reports);
+    let findings: Vec<&hunt::Finding> = reports.iter().flat_map(|r| &r.findings).collect();
+    for finding in &findings {
+        print_finding(finding);
+    }
+    if findings.is_empty() {
+        println!("no violation in {} cases", reports.iter().map(|r| r.cases).sum::<u64>());
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(1))
+    }
+}
+
+fn print_table(reports: &[HuntReport]) {
+    println!("{:<8} {:>8} {:>10} {:>12} {:>9} {:>10} {:>13}", "family", "cases", "violations", "virtual s", "wall s", "cases/s", "virtual:wall");
+    for r in reports {
+        let wall = r.wall.as_secs_f64().max(1e-9);
+        let virtual_s = r.virtual_ms as f64 / 1000.0;
         println!(
-            "{}: {} cases, {:.1} cases/s, virtual:wall {:.0}x",
-            family.name(),
-            report.cases,
-            report.cases as f64 / secs,
-            report.virtual_ms as f64 / 1000.0 / secs
+            "{:<8} {:>8} {:>10} {:>12.0} {:>9.1} {:>10.1} {:>12.0}x",
+            r.family.name(),
+            r.cases,
+            r.failed,
+            virtual_s,
+            wall,
+            r.cases as f64 / wall,
+            virtual_s / wall
         );
     }
-    println!("no violation in {total_cases} cases");
-    Ok(ExitCode::SUCCESS)
 }
 
 fn print_finding(finding: &hunt::Finding) {
-    println!("violation after {} cases:", finding.cases);
+    println!("violation in case {} ({}):", finding.index, finding.token);
     for violation in &finding.original.violations {
         println!("  {violation}");
     }
@@ -222,4 +273,51 @@ fn replay_command(input: &str, no_shrink: bool, save: Option<std::path::PathBuf>
     }
     println!("trace-hash: {:016x}", outcome.trace.hash());
     Ok(if outcome.failed() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn bench_command(family: Option<String>, cases: u64, seeds: u64, json: &std::path::Path) -> Result<ExitCode, String> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let mut figures = Vec::new();
+    let mut detections = Vec::new();
+    for family in families(family, &[])? {
+        let figure = bench::throughput(family, cases, 0xBE4C);
+        println!(
+            "bench {} scenarios_per_s={:.1} acceleration={:.0}x bare_ratio={:.2}",
+            figure.family, figure.scenarios_per_s, figure.acceleration, figure.bare_ratio
+        );
+        figures.push(figure);
+        for detection in bench::detection(family, seeds, 256, threads) {
+            let show = |v: Option<u64>| v.map_or("miss".to_string(), |v| v.to_string());
+            let each: Vec<String> = detection.cases.iter().map(|c| show(*c)).collect();
+            println!(
+                "detect {} {} median={} max={} cases=[{}]",
+                detection.family,
+                detection.switch,
+                show(detection.median),
+                show(detection.max),
+                each.join(" ")
+            );
+            detections.push(detection);
+        }
+    }
+    let report = serde_json::json!({"throughput": figures, "detection": detections, "threads": threads});
+    if let Some(dir) = json.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+    std::fs::write(json, text + "\n").map_err(|e| format!("cannot write {}: {e}", json.display()))?;
+    println!("wrote {}", json.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn hashes_command(family: Option<String>, cases: u64, seed: &str) -> Result<ExitCode, String> {
+    let base = parse_seed(seed)?;
+    for family in families(family, &[])? {
+        for index in 0..cases {
+            let token = Token::new(family, &[], hunt::case_seed(base, index))?;
+            let outcome = run(&hunt::generate(&token).current());
+            println!("{token} {:016x}", outcome.trace.hash());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

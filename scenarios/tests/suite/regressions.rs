@@ -10,15 +10,9 @@ use harness::token::Token;
 const BUDGET: u64 = 256;
 
 fn cases_to_detect(bug: &str, base_seed: u64) -> Option<u64> {
-    let config = HuntConfig {
-        family: Family::Relay,
-        bugs: vec![bug.to_string()],
-        cases: BUDGET,
-        base_seed,
-        seconds: None,
-        shrink_budget: 0,
-    };
-    hunt(&config, &mut Quiet).unwrap().finding.map(|f| f.cases)
+    let mut config = HuntConfig::new(Family::Relay, &[bug.to_string()], BUDGET, base_seed);
+    config.shrink_budget = 0;
+    hunt(&config, &mut Quiet).unwrap().findings.first().map(|f| f.index + 1)
 }
 
 #[test]

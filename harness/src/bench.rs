@@ -1,0 +1,127 @@
+//! The benchmark: per family, scenarios per second, virtual:wall acceleration, and our throughput
+//! against a bare turmoil simulation with the same number of hosts, the same tick and the same
+//! virtual duration, measured side by side in one process (the engine is the physical limit).
+//! Also cases-to-detect for every bug switch over several base seeds.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::hunt::{self, case_seed, generate, HuntConfig, Quiet};
+use crate::runner::run;
+use crate::scenario::Family;
+use crate::token::Token;
+
+/// One family's throughput figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct Throughput {
+    pub family: String,
+    pub cases: u64,
+    pub wall_s: f64,
+    pub virtual_s: f64,
+    pub bare_wall_s: f64,
+    pub scenarios_per_s: f64,
+    /// Virtual seconds simulated per wall second.
+    pub acceleration: f64,
+    /// Our scenarios per second over bare turmoil's for the same shapes (1.0 = no overhead).
+    pub bare_ratio: f64,
+}
+
+/// Cases-to-detect for one switch over several base seeds (`None`: not found in the budget).
+#[derive(Debug, Clone, Serialize)]
+pub struct Detection {
+    pub family: String,
+    pub switch: String,
+    pub cases: Vec<Option<u64>>,
+    pub median: Option<u64>,
+    pub max: Option<u64>,
+}
+
+#[allow(clippy::disallowed_methods)] // a benchmark measures wall time; nothing is recorded
+fn now() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
+/// Run `cases` clean cases (generation included), then bare simulations of the same shapes.
+pub fn throughput(family: Family, cases: u64, base_seed: u64) -> Throughput {
+    let started = now();
+    let mut shapes = Vec::new();
+    let mut virtual_ms = 0;
+    for index in 0..cases {
+        let token = Token::new(family, &[], case_seed(base_seed, index)).expect("no switches");
+        let scenario = generate(&token).current();
+        let outcome = run(&scenario);
+        let hosts: std::collections::BTreeSet<&str> =
+            outcome.trace.events.iter().map(|e| e.host.as_str()).filter(|h| *h != "sim").collect();
+        shapes.push((hosts.len(), scenario.sim.tick_ms, outcome.stats.virtual_ms));
+        virtual_ms += outcome.stats.virtual_ms;
+    }
+    let wall = started.elapsed();
+    let bare_started = now();
+    for (hosts, tick_ms, virtual_ms) in shapes {
+        bare(hosts, tick_ms, virtual_ms);
+    }
+    let bare_wall = bare_started.elapsed();
+    let wall_s = wall.as_secs_f64().max(1e-9);
+    Throughput {
+        family: family.name().to_string(),
+        cases,
+        wall_s,
+        virtual_s: virtual_ms as f64 / 1000.0,
+        bare_wall_s: bare_wall.as_secs_f64(),
+        scenarios_per_s: cases as f64 / wall_s,
+        acceleration: virtual_ms as f64 / 1000.0 / wall_s,
+        bare_ratio: bare_wall.as_secs_f64() / wall_s,
+    }
+}
+
+/// A bare turmoil simulation: `hosts` idle hosts stepped for `virtual_ms` at `tick_ms`.
+fn bare(hosts: usize, tick_ms: u64, virtual_ms: u64) {
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(1)
+        .epoch(std::time::UNIX_EPOCH + Duration::from_secs(1_767_225_600))
+        .tick_duration(Duration::from_millis(tick_ms))
+        .simulation_duration(Duration::from_millis(virtual_ms + 10 * tick_ms))
+        .build();
+    for host in 0..hosts {
+        sim.host(format!("h{host}"), || async {
+            loop {
+                tokio::time::sleep(Duration::from_secs(3_600)).await;
+            }
+        });
+    }
+    while sim.elapsed() < Duration::from_millis(virtual_ms) {
+        if sim.step().is_err() {
+            break;
+        }
+    }
+}
+
+/// Cases-to-detect for every switch of `family`, over `seeds` base seeds.
+pub fn detection(family: Family, seeds: u64, budget: u64, threads: usize) -> Vec<Detection> {
+    family
+        .switches()
+        .iter()
+        .map(|switch| {
+            let cases: Vec<Option<u64>> = (1..=seeds)
+                .map(|seed| {
+                    let mut config = HuntConfig::new(family, &[switch.to_string()], budget, seed);
+                    config.shrink_budget = 0;
+                    config.threads = threads;
+                    let report = hunt::hunt(&config, &mut Quiet).expect("valid switches");
+                    report.findings.first().map(|f| f.index + 1)
+                })
+                .collect();
+            let mut found: Vec<u64> = cases.iter().flatten().copied().collect();
+            found.sort_unstable();
+            let median = (found.len() == cases.len()).then(|| found[found.len() / 2]);
+            Detection {
+                family: family.name().to_string(),
+                switch: switch.to_string(),
+                max: median.and(found.last().copied()),
+                median,
+                cases,
+            }
+        })
+        .collect()
+}

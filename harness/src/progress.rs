@@ -1,0 +1,64 @@
+//! Hunt progress: an indicatif bar on a terminal, a plain line every few seconds otherwise (CI
+//! logs), nothing with `--quiet`.
+
+use std::io::IsTerminal;
+
+use harness::hunt::Progress;
+use harness::scenario::Family;
+use harness::token::Token;
+use harness::trace::Outcome;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+pub struct Bar {
+    bar: Option<ProgressBar>,
+    plain: bool,
+    family: Family,
+    total: u64,
+    /// Hundreds of cases reported by the last plain line.
+    last_line: u64,
+}
+
+impl Bar {
+    pub fn new(family: Family, total: u64, quiet: bool) -> Self {
+        let terminal = std::io::stderr().is_terminal();
+        let bar = (!quiet && terminal).then(|| {
+            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            let style = ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {pos}/{len} cases {per_sec} {msg} ({elapsed})",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+            bar.set_style(style.progress_chars("=> "));
+            bar.set_prefix(family.name());
+            bar.set_message("0 violations");
+            bar
+        });
+        Self { bar, plain: !quiet && !terminal, family, total, last_line: 0 }
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Progress for Bar {
+    fn case_done(&mut self, cases: u64, failed: u64, _: &Outcome) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(cases);
+            bar.set_message(format!("{failed} violations"));
+        }
+        if self.plain && (cases.is_multiple_of(100) || cases == self.total) && cases / 100 != self.last_line {
+            self.last_line = cases / 100;
+            eprintln!("  {} {cases}/{} cases, {failed} violations", self.family.name(), self.total);
+        }
+    }
+
+    fn shrinking(&mut self, token: &Token) {
+        match &self.bar {
+            Some(bar) => bar.set_message(format!("shrinking {token}")),
+            None if self.plain => eprintln!("  shrinking {token}"),
+            None => {}
+        }
+    }
+}
