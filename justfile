@@ -17,6 +17,15 @@ hunt *ARGS:
 replay TOKEN *ARGS:
     cargo run --release -p harness -- replay {{TOKEN}} {{ARGS}}
 
+# Throughput, acceleration, overhead against bare turmoil, cases-to-detect per switch
+# (writes target/bench.json). Release build.
+bench *ARGS:
+    cargo run --release -p harness -- bench {{ARGS}}
+
+# One shard of a hunt spread over machines, e.g. `just hunt-shard 2 8` (see .ci/shard).
+hunt-shard INDEX COUNT *CASES:
+    bash .ci/shard hunt {{INDEX}} {{COUNT}} {{CASES}}
+
 # The families and their bug switches.
 list:
     cargo run --release -p harness -- list

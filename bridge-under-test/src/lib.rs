@@ -4,6 +4,7 @@
 
 pub mod bugs;
 pub mod events;
+pub mod net;
 pub mod relay;
 pub mod rng;
 pub mod seam;

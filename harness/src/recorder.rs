@@ -24,6 +24,15 @@ struct Shared {
     events: Mutex<Vec<TraceEvent>>,
     /// Virtual time of the step loop, for events emitted outside any host.
     loop_ms: AtomicU64,
+    hosts: Mutex<Hosts>,
+}
+
+/// Which host each live turmoil host span stands for. turmoil opens one such span per host per
+/// step, so this is the recorder's hot path: no allocation once the names are known.
+#[derive(Debug, Default)]
+struct Hosts {
+    names: Vec<String>,
+    by_span: std::collections::BTreeMap<u64, usize>,
 }
 
 /// Handle to a recording: make a layer from it, then take the events.
@@ -47,9 +56,6 @@ impl Recorder {
 
 pub struct RecordingLayer(Arc<Shared>);
 
-/// Extension stored on turmoil's host span.
-struct HostName(String);
-
 impl<S> Layer<S> for RecordingLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
@@ -63,12 +69,12 @@ where
         }
     }
 
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let mut visitor = FieldsVisitor::default();
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
+        let mut hosts = self.0.hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut visitor = HostVisitor { hosts: &mut hosts, index: None };
         attrs.record(&mut visitor);
-        let name = visitor.fields.into_iter().find(|(k, _)| k == "name");
-        if let (Some((_, Value::String(name))), Some(span)) = (name, ctx.span(id)) {
-            span.extensions_mut().insert(HostName(name));
+        if let Some(index) = visitor.index {
+            hosts.by_span.insert(id.into_u64(), index);
         }
     }
 
@@ -83,12 +89,11 @@ where
             }
             _ => true,
         });
-        let host = ctx
-            .event_scope(event)
-            .and_then(|scope| {
-                scope.from_root().find_map(|span| span.extensions().get::<HostName>().map(|h| h.0.clone()))
-            })
-            .unwrap_or_else(|| host::SIM.to_string());
+        let host = ctx.current_span().id().and_then(|id| {
+            let hosts = self.0.hosts.lock().unwrap_or_else(|e| e.into_inner());
+            hosts.by_span.get(&id.into_u64()).map(|&index| hosts.names[index].clone())
+        });
+        let host = host.unwrap_or_else(|| host::SIM.to_string());
         let at_ms = match turmoil::sim_elapsed() {
             Some(elapsed) => u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
             None => self.0.loop_ms.load(Ordering::Relaxed),
@@ -96,6 +101,28 @@ where
         let event = TraceEvent { at_ms, host, kind, fields: visitor.fields };
         self.0.events.lock().unwrap_or_else(|e| e.into_inner()).push(event);
     }
+}
+
+/// Finds the `name` field of a host span and interns it.
+struct HostVisitor<'a> {
+    hosts: &'a mut Hosts,
+    index: Option<usize>,
+}
+
+impl Visit for HostVisitor<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() != "name" {
+            return;
+        }
+        let names = &mut self.hosts.names;
+        let index = names.iter().position(|n| n == value).unwrap_or_else(|| {
+            names.push(value.to_string());
+            names.len() - 1
+        });
+        self.index = Some(index);
+    }
+
+    fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
 }
 
 /// Collects fields as JSON values, in declaration order.

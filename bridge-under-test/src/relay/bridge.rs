@@ -10,8 +10,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::config::BridgeConfig;
-use super::http::{self, spawn_owned, AbortOnDrop};
-use super::jsonrpc::{self, id_key, Shape};
+use crate::net::http::{self, spawn_owned, AbortOnDrop};
+use crate::net::jsonrpc::{self, id_key, Shape};
 use super::sse::SseParser;
 use super::state::{ClosedOut, InFlight, Outgoing, State};
 use super::RELAYER_PORT;

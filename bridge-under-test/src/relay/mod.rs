@@ -4,12 +4,13 @@
 pub mod bridge;
 pub mod client;
 pub mod config;
-pub mod http;
-pub mod jsonrpc;
 pub mod knobs;
 pub mod relayer;
 pub mod sse;
 mod state;
+
+/// The shared HTTP and JSON-RPC helpers, at their former paths.
+pub use crate::net::{http, jsonrpc};
 
 pub use config::{BridgeConfig, RelayBugs, RelayerConfig};
 pub use knobs::RelayerKnobs;

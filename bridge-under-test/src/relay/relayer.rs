@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::config::RelayerConfig;
-use super::http::{self, ChannelBody};
-use super::jsonrpc::{self, id_key, Shape};
+use crate::net::http::{self, ChannelBody};
+use crate::net::jsonrpc::{self, id_key, Shape};
 use super::knobs::{lock, SharedKnobs};
 use super::sse;
 use super::RELAYER_PORT;

@@ -133,7 +133,7 @@ impl State {
         let note = self.notes.iter().next();
         match (request, note) {
             (Some(entry), Some((seq, _))) if *seq < entry.seq => Some(Outgoing::Note(*seq)),
-            (Some(entry), _) => Some(Outgoing::Request(super::jsonrpc::id_key(&entry.id))),
+            (Some(entry), _) => Some(Outgoing::Request(crate::net::jsonrpc::id_key(&entry.id))),
             (None, Some((seq, _))) => Some(Outgoing::Note(*seq)),
             (None, None) => None,
         }

@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use bridge_under_test::emit;
 use bridge_under_test::events::{host, kind};
-use bridge_under_test::relay::jsonrpc::id_key;
+use bridge_under_test::net::jsonrpc::id_key;
 use bridge_under_test::relay::knobs::{lock, SharedKnobs};
 use bridge_under_test::relay::client::ClientScript;
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
-//! JSON-RPC 2.0 helpers shared by the relay components: classifying messages, keying ids, and
-//! the error envelopes the bridge writes itself (MODEL.md §1.2).
+//! JSON-RPC 2.0 helpers shared by the families: classifying messages, keying ids, and the error
+//! envelopes a bridge writes itself (MODEL.md §1.2).
 
 use rmcp::model::{
     CallToolResult, ContentBlock, Implementation, InitializeResult, ProtocolVersion,
