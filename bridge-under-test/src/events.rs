@@ -27,9 +27,41 @@
 //! | `tool.dedup` | relayer | `id`, `key`, `session` (a replay answered from the execution log) |
 //! | `tool.done` | relayer | `id`, `tool`, `action`, `key`, `elapsed_ms`, `ok` (a committed effect when true) |
 //! | `reply.sent` / `reply.lost` | relayer | `id`, `session` |
-//! | `fault.injected` | sim | `fault` (variant name) and the fault's own fields |
+//! | `fault.injected` | sim | `fault` (variant name, or `heal` when injection stops and everything is repaired), `phase` (`start`/`end`), `detail` (the fault as JSON) |
 //! | `fault.fired` | relayer | `fault`, `id`: a mock knob took effect |
 //! | `run.spec` | sim | the constants checkers judge against (see the harness) |
+//!
+//! The channel family (MODEL.md §3). Times named `*_at_ms`/`now_ms` are the bridge's wall clock
+//! (ms since the Unix epoch), except the gateway's own stamps, which are on the gateway's clock.
+//! Optional numbers are empty when absent.
+//!
+//! | kind | host | fields |
+//! |---|---|---|
+//! | `mcp.send` / `mcp.recv` | agent | `msg` (the exact line written to / read from the bridge) |
+//! | `client.eof` | agent | `reason` (`end`): the agent closed stdin |
+//! | `channel.start` | bridge | `permission_ttl_ms`, `approval_default_ttl_ms`, `sweep_interval_ms`, `pending_cap`, `queue_limit`, `clock_base_ms`, `session` |
+//! | `channel.close` | bridge | `first`, `permissions`, `approvals`, `queue` (sizes after close), `timer` (sweeper alive after close) |
+//! | `channel.exit` | bridge | `timer` (sweeper alive when the process ended) |
+//! | `pending.add` | bridge | `map` (`permission`/`approval`), `id`, `now_ms`, `expires_at_ms` (the stored expiry), `created_at_ms`, `raw_expires_at_ms` (the gateway's, as received), `repeat` (a known id: entry kept), `permissions`, `approvals` (sizes after) |
+//! | `pending.remove` | bridge | `map`, `id`, `reason` (`expired`, `resolved`, `reply`, `evicted`), `now_ms`, `permissions`, `approvals` |
+//! | `pending.expiry` | bridge | `map`, `id`, `now_ms`, `expires_at_ms`: a stored expiry was recomputed |
+//! | `pending.ignored` | bridge | `map`, `id`, `reason` (`closed`, `invalid`): a request not tracked |
+//! | `sweeper.start` | bridge | `now_ms`, `reason` (`insert`, `construct`): the sweep timer now exists |
+//! | `sweeper.tick` | bridge | `now_ms`, `removed`, `permissions`, `approvals` |
+//! | `sweeper.stop` | bridge | `now_ms`, `reason` (`empty`, `close`): the sweep timer no longer exists |
+//! | `queue.push` | bridge | `event`, `size` (after), `dropped` (the oldest was dropped) |
+//! | `read.result` | bridge | `map`, `now_ms`, `ids` (comma-separated, as returned) |
+//! | `waiter.start` | bridge | `id` (JSON-RPC id), `timeout_ms` (clamped), `limit` |
+//! | `waiter.end` | bridge | `id`, `outcome` (`events`, `timeout`, `closed`), `count` |
+//! | `operator.message` | bridge | `session`, `owner`, `outcome` (`decision`, `unknown`, `ordinary`, `other_session`, `closed`) |
+//! | `decision.sent` | bridge | `id`, `behavior`, `owner` (as the gateway frame said) |
+//! | `gateway.connect` | bridge | `attempt` |
+//! | `gateway.open` | bridge | |
+//! | `gateway.closed` | bridge | `reason` (`eof`, `error`) |
+//! | `gateway.accept` | gateway | `accepted` (false while the gateway is down) |
+//! | `gateway.send` | gateway | `event`, `id`, `created_at_ms`, `expires_at_ms` (gateway clock), `delivered` (false: lost, no connection) |
+//! | `gateway.say` | gateway | `session`, `owner`, `text`, `delivered` |
+//! | `gateway.cut` | gateway | `connected`: the gateway dropped its connection |
 
 /// The `tracing` target of every trace event; everything else is ignored by the recorder.
 pub const TARGET: &str = "mcp_sim";
@@ -39,6 +71,10 @@ pub mod host {
     pub const CLIENT: &str = "client";
     pub const BRIDGE: &str = "bridge";
     pub const RELAYER: &str = "relayer";
+    /// The channel family's MCP client (Claude Code).
+    pub const AGENT: &str = "agent";
+    /// The channel family's chat gateway.
+    pub const GATEWAY: &str = "gateway";
     /// Events the harness's step loop emits (faults, the spec), outside any host.
     pub const SIM: &str = "sim";
 }
@@ -71,6 +107,30 @@ pub mod kind {
     pub const FAULT_INJECTED: &str = "fault.injected";
     pub const FAULT_FIRED: &str = "fault.fired";
     pub const RUN_SPEC: &str = "run.spec";
+    // The channel family.
+    pub const CHANNEL_START: &str = "channel.start";
+    pub const CHANNEL_CLOSE: &str = "channel.close";
+    pub const CHANNEL_EXIT: &str = "channel.exit";
+    pub const PENDING_ADD: &str = "pending.add";
+    pub const PENDING_REMOVE: &str = "pending.remove";
+    pub const PENDING_EXPIRY: &str = "pending.expiry";
+    pub const PENDING_IGNORED: &str = "pending.ignored";
+    pub const SWEEPER_START: &str = "sweeper.start";
+    pub const SWEEPER_TICK: &str = "sweeper.tick";
+    pub const SWEEPER_STOP: &str = "sweeper.stop";
+    pub const QUEUE_PUSH: &str = "queue.push";
+    pub const READ_RESULT: &str = "read.result";
+    pub const WAITER_START: &str = "waiter.start";
+    pub const WAITER_END: &str = "waiter.end";
+    pub const OPERATOR_MESSAGE: &str = "operator.message";
+    pub const DECISION_SENT: &str = "decision.sent";
+    pub const GATEWAY_CONNECT: &str = "gateway.connect";
+    pub const GATEWAY_OPEN: &str = "gateway.open";
+    pub const GATEWAY_CLOSED: &str = "gateway.closed";
+    pub const GATEWAY_ACCEPT: &str = "gateway.accept";
+    pub const GATEWAY_SEND: &str = "gateway.send";
+    pub const GATEWAY_SAY: &str = "gateway.say";
+    pub const GATEWAY_CUT: &str = "gateway.cut";
 }
 
 /// Emit a trace event: `emit!(kind::SSE_ENDPOINT, gen = 3, session = %id)`.

@@ -252,7 +252,10 @@ fn replay_command(input: &str, no_shrink: bool, save: Option<std::path::PathBuf>
         println!("token: {token}");
         println!("generated: {}; {} violations", summary(&scenario), outcome.violations.len());
         if outcome.failed() && !no_shrink {
-            let shrunk = hunt::shrink(tree, outcome, 300, |_, _| {});
+            eprintln!("shrinking (at most 300 runs)...");
+            let shrunk = hunt::shrink(tree, outcome, 300, |runs, scenario| {
+                eprintln!("  run {runs}: still failing with {}", summary(scenario));
+            });
             println!("shrunk in {} runs", shrunk.runs);
             (shrunk.scenario, shrunk.outcome)
         } else {
