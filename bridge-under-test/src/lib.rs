@@ -3,6 +3,7 @@
 //! events whose vocabulary is [`events`].
 
 pub mod bugs;
+pub mod channel;
 pub mod events;
 pub mod net;
 pub mod relay;

@@ -3,6 +3,7 @@
 //! (commit, scenario token).
 
 pub mod bench;
+pub mod channel;
 pub mod family;
 pub mod hunt;
 pub mod recorder;

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use proptest::strategy::BoxedStrategy;
 
+use crate::channel::{self, ChannelScenario};
 use crate::family::Driver;
 use crate::relay::{self, RelayScenario};
 use crate::schema::McpSchema;
@@ -14,14 +15,16 @@ use crate::trace::{Trace, Violation};
 #[serde(rename_all = "snake_case")]
 pub enum Family {
     Relay,
+    Channel,
 }
 
 impl Family {
-    pub const ALL: &'static [Family] = &[Family::Relay];
+    pub const ALL: &'static [Family] = &[Family::Relay, Family::Channel];
 
     pub fn name(self) -> &'static str {
         match self {
             Family::Relay => "relay",
+            Family::Channel => "channel",
         }
     }
 
@@ -36,6 +39,7 @@ impl Family {
     pub fn switches(self) -> &'static [&'static str] {
         match self {
             Family::Relay => bridge_under_test::relay::RelayBugs::NAMES,
+            Family::Channel => bridge_under_test::channel::ChannelBugs::NAMES,
         }
     }
 }
@@ -57,6 +61,7 @@ pub struct SimParams {
 #[serde(tag = "family", rename_all = "snake_case")]
 pub enum FamilyScenario {
     Relay(RelayScenario),
+    Channel(ChannelScenario),
 }
 
 impl FamilyScenario {
@@ -64,6 +69,7 @@ impl FamilyScenario {
     pub fn strategy(family: Family, bugs: &[String], seed: u64) -> BoxedStrategy<Scenario> {
         match family {
             Family::Relay => relay::case_strategy(enable(bugs), seed),
+            Family::Channel => channel::case_strategy(enable(bugs), seed),
         }
     }
 
@@ -71,6 +77,7 @@ impl FamilyScenario {
     pub fn setup(&self, seed: u64, sim: &mut turmoil::Sim<'_>) -> Box<dyn Driver> {
         match self {
             Self::Relay(relay) => Box::new(relay::Driver::setup(relay, seed, sim)),
+            Self::Channel(channel) => Box::new(channel::Driver::setup(channel, seed, sim)),
         }
     }
 
@@ -78,6 +85,7 @@ impl FamilyScenario {
     pub fn check(&self, trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
         match self {
             Self::Relay(_) => relay::checks::check(trace, schema),
+            Self::Channel(_) => channel::checks::check(trace, schema),
         }
     }
 
@@ -85,6 +93,12 @@ impl FamilyScenario {
     pub fn summary(&self) -> String {
         match self {
             Self::Relay(relay) => format!("{} steps, {} faults", relay.script.steps.len(), relay.faults.len()),
+            Self::Channel(channel) => format!(
+                "{} agent steps, {} gateway steps, {} faults",
+                channel.agent.steps.len(),
+                channel.gateway.len(),
+                channel.faults.len()
+            ),
         }
     }
 
@@ -92,6 +106,7 @@ impl FamilyScenario {
     pub fn size(&self) -> usize {
         match self {
             Self::Relay(relay) => relay.script.steps.len() + relay.faults.len(),
+            Self::Channel(channel) => channel.agent.steps.len() + channel.gateway.len() + channel.faults.len(),
         }
     }
 
@@ -99,6 +114,7 @@ impl FamilyScenario {
     pub fn clear_bugs(&mut self) {
         match self {
             Self::Relay(relay) => relay.bugs = Default::default(),
+            Self::Channel(channel) => channel.bugs = Default::default(),
         }
     }
 
@@ -106,6 +122,7 @@ impl FamilyScenario {
     pub fn enable_bugs(&mut self, bugs: &[&str]) -> Result<(), String> {
         match self {
             Self::Relay(relay) => bugs.iter().try_for_each(|bug| relay.bugs.enable(bug)),
+            Self::Channel(channel) => bugs.iter().try_for_each(|bug| channel.bugs.enable(bug)),
         }
     }
 }
@@ -130,6 +147,12 @@ impl BugSet for bridge_under_test::relay::RelayBugs {
     }
 }
 
+impl BugSet for bridge_under_test::channel::ChannelBugs {
+    fn enable(&mut self, name: &str) -> Result<(), String> {
+        bridge_under_test::channel::ChannelBugs::enable(self, name)
+    }
+}
+
 /// Everything a run depends on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Scenario {
@@ -143,6 +166,7 @@ impl Scenario {
     pub fn family(&self) -> Family {
         match self.family {
             FamilyScenario::Relay(_) => Family::Relay,
+            FamilyScenario::Channel(_) => Family::Channel,
         }
     }
 

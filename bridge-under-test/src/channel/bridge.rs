@@ -1,0 +1,291 @@
+//! The channel bridge (MODEL.md §3.4). One `RefCell<State>` holds both pending maps, the event
+//! queue and the sweeper; handlers mutate it synchronously and never hold a borrow across an
+//! `await`, so every check-and-remove is atomic. The bookkeeping (tracking, the sweeper, close)
+//! is in `bridge_state.rs`, the gateway socket in `bridge_socket.rs`, waiters in `waiter.rs`.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, Notify};
+
+use super::config::ChannelConfig;
+use super::grammar::{normalize_id, parse_reply};
+use super::pending::{approval_expiry, reanchored_expiry, Entry, Map, Pending};
+use super::queue::EventQueue;
+use super::{spawn_owned, wire, Owned};
+use crate::emit;
+use crate::events::kind;
+use crate::relay::jsonrpc::{self, Shape};
+use crate::seam;
+use crate::stdio::ServerEnds;
+
+/// Run the bridge until stdin reaches EOF, then close and exit. `close` asks for `close()`
+/// while the process keeps running (a host shutting the channel down). The sweeper never keeps
+/// the process alive: exit does not wait for it.
+pub async fn run(
+    config: ChannelConfig,
+    stdio: ServerEnds,
+    close: Rc<Notify>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (out_tx, out_rx) = mpsc::unbounded_channel();
+    let bridge = Rc::new(Bridge::new(config, out_tx));
+    bridge.emit_start();
+    if bridge.config.bugs.eager_sweeper {
+        bridge.ensure_sweeper("construct");
+    }
+    let writer = tokio::task::spawn_local(write_lines(stdio.stdout, out_rx));
+    let socket = spawn_owned(super::bridge_socket::connect_loop(bridge.clone()));
+    let closer_bridge = bridge.clone();
+    let closer = spawn_owned(async move {
+        loop {
+            close.notified().await;
+            closer_bridge.close();
+        }
+    });
+    let mut lines = BufReader::new(stdio.stdin).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        bridge.on_line(&line);
+    }
+    drop((socket, closer));
+    bridge.close();
+    bridge.exit();
+    writer.await?;
+    Ok(())
+}
+
+/// Copy lines to stdout until every sender is gone.
+async fn write_lines(mut stdout: tokio::io::DuplexStream, mut lines: mpsc::UnboundedReceiver<String>) {
+    while let Some(mut line) = lines.recv().await {
+        line.push('\n');
+        if stdout.write_all(line.as_bytes()).await.is_err() {
+            break;
+        }
+    }
+    let _ = stdout.shutdown().await;
+}
+
+pub(super) struct State {
+    pub(super) pending: Pending,
+    pub(super) queue: EventQueue,
+    /// The sweep timer, while it exists.
+    pub(super) sweeper: Option<Owned>,
+    pub(super) closed: bool,
+}
+
+pub(super) struct Bridge {
+    pub(super) config: ChannelConfig,
+    started: seam::Instant,
+    pub(super) state: RefCell<State>,
+    pub(super) out: RefCell<Option<mpsc::UnboundedSender<String>>>,
+    /// Woken when the queue gains events or the bridge closes: waiters re-check.
+    pub(super) changed: Notify,
+}
+
+impl Bridge {
+    fn new(config: ChannelConfig, out: mpsc::UnboundedSender<String>) -> Self {
+        let state = State {
+            pending: Pending::default(),
+            queue: EventQueue::new(config.queue_limit),
+            sweeper: None,
+            closed: false,
+        };
+        Self {
+            config,
+            started: seam::now(),
+            state: RefCell::new(state),
+            out: RefCell::new(Some(out)),
+            changed: Notify::new(),
+        }
+    }
+
+    /// The bridge's wall clock, in ms since the Unix epoch.
+    pub(super) fn now_ms(&self) -> u64 {
+        self.config.clock_base_ms + seam::ms_since(self.started)
+    }
+
+    fn emit_start(&self) {
+        let c = &self.config;
+        emit!(
+            kind::CHANNEL_START,
+            permission_ttl_ms = c.permission_ttl_ms,
+            approval_default_ttl_ms = c.approval_default_ttl_ms,
+            sweep_interval_ms = c.sweep_interval_ms,
+            pending_cap = c.pending_cap,
+            queue_limit = c.queue_limit,
+            clock_base_ms = c.clock_base_ms,
+            session = %c.session_key
+        );
+    }
+
+    pub(super) fn write(&self, msg: &Value) {
+        if let Some(out) = self.out.borrow().as_ref() {
+            let _ = out.send(msg.to_string());
+        }
+    }
+
+    /// Whether handlers must ignore input: closed, unless the regression lets them run.
+    pub(super) fn guarded(&self) -> bool {
+        self.state.borrow().closed && !self.config.bugs.no_closed_guard
+    }
+
+    // ---- stdin -------------------------------------------------------------------------------
+
+    fn on_line(self: &Rc<Self>, line: &str) {
+        let Ok(msg) = serde_json::from_str::<Value>(line) else {
+            self.write(&jsonrpc::error(None, -32700, "Parse error: the line is not valid JSON"));
+            return;
+        };
+        match jsonrpc::shape(&msg) {
+            Shape::Request { id, method } => self.on_request(&id, &method, &msg),
+            Shape::Notification { method } if method == wire::PERMISSION_REQUEST => {
+                self.on_permission_request(msg.get("params").unwrap_or(&Value::Null));
+            }
+            _ => {}
+        }
+    }
+
+    fn on_request(self: &Rc<Self>, id: &Value, method: &str, msg: &Value) {
+        let reply = match method {
+            "initialize" => jsonrpc::result(id, wire::initialize_result(msg)),
+            "ping" => jsonrpc::result(id, json!({})),
+            "tools/list" => jsonrpc::result(id, wire::tools_list()),
+            "tools/call" => return self.on_call(id, msg.get("params").unwrap_or(&Value::Null)),
+            _ => jsonrpc::error(Some(id), -32601, "Method not found"),
+        };
+        self.write(&reply);
+    }
+
+    fn on_call(self: &Rc<Self>, id: &Value, params: &Value) {
+        let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+        let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+        match name {
+            wire::TOOL_LIST_PENDING => {
+                let text = self.read_pending().to_string();
+                self.write(&jsonrpc::result(id, jsonrpc::tool_result(&text, false)));
+            }
+            wire::TOOL_WAIT_FOR_EVENT => self.start_waiter(id.clone(), &arguments),
+            _ => {
+                let text = format!("unknown tool `{name}`");
+                self.write(&jsonrpc::result(id, jsonrpc::tool_result(&text, true)));
+            }
+        }
+    }
+
+    /// Permission request: ignored after close; otherwise tracked with its receipt time.
+    fn on_permission_request(self: &Rc<Self>, params: &Value) {
+        let raw = params.get("request_id").and_then(Value::as_str).unwrap_or("");
+        let Some(id) = normalize_id(raw) else {
+            emit!(kind::PENDING_IGNORED, map = "permission", id = raw, reason = "invalid");
+            return;
+        };
+        if self.guarded() {
+            emit!(kind::PENDING_IGNORED, map = "permission", id = %id, reason = "closed");
+            return;
+        }
+        let now_ms = self.now_ms();
+        let entry = Entry {
+            tracked_at_ms: now_ms,
+            expires_at_ms: now_ms + self.config.permission_ttl_ms,
+            created_at_ms: None,
+            has_expiry: false,
+            seq: 0,
+        };
+        self.track(Map::Permissions, &id, entry, None);
+        let tool = params.get("tool_name").cloned().unwrap_or(Value::Null);
+        self.enqueue(json!({"type": "permission_request", "request_id": id, "tool_name": tool}));
+    }
+
+    // ---- the gateway -------------------------------------------------------------------------
+
+    /// One gateway frame: approval requested / resolved, or an operator message.
+    pub(super) fn on_frame(self: &Rc<Self>, text: &str) {
+        let Ok(frame) = serde_json::from_str::<Value>(text) else { return };
+        let event = frame.get("event").and_then(Value::as_str).unwrap_or("");
+        let payload = frame.get("payload").unwrap_or(&Value::Null);
+        if event.ends_with(".approval.requested") {
+            self.on_approval_requested(event, payload);
+        } else if event.ends_with(".approval.resolved") {
+            let id = payload.get("id").and_then(Value::as_str).unwrap_or("");
+            if !self.guarded() {
+                self.remove(Map::Approvals, id, "resolved");
+                self.enqueue(json!({"type": event, "id": id}));
+            }
+        } else if event == wire::SESSION_MESSAGE {
+            self.on_message(payload);
+        }
+    }
+
+    /// Approval requested: tracked once; a repeat keeps its first entry.
+    fn on_approval_requested(self: &Rc<Self>, event: &str, payload: &Value) {
+        let Some(id) = payload.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) else {
+            return;
+        };
+        if self.guarded() {
+            emit!(kind::PENDING_IGNORED, map = "approval", id, reason = "closed");
+            return;
+        }
+        let now_ms = self.now_ms();
+        let created = wire::int_field(payload, "createdAtMs");
+        let raw = wire::int_field(payload, "expiresAtMs");
+        let c = &self.config;
+        let expires_at_ms = if c.bugs.reanchor_fallback_ttl && raw.is_none() {
+            reanchored_expiry(now_ms, created, c.approval_default_ttl_ms)
+        } else {
+            approval_expiry(now_ms, raw, c.permission_ttl_ms, c.approval_default_ttl_ms)
+        };
+        let entry = Entry {
+            tracked_at_ms: now_ms,
+            expires_at_ms,
+            created_at_ms: created,
+            has_expiry: raw.is_some(),
+            seq: 0,
+        };
+        if self.track(Map::Approvals, id, entry, raw) {
+            self.enqueue(json!({"type": event, "id": id}));
+        }
+    }
+
+    /// Operator chat: the owner's whole-message `yes <id>` / `no <id>` decides a permission
+    /// (check-and-remove in one borrow); anything else is an ordinary message.
+    fn on_message(&self, payload: &Value) {
+        let session = payload.get("sessionKey").and_then(Value::as_str).unwrap_or("");
+        let text = payload.get("message").and_then(Value::as_str).unwrap_or("");
+        let owner = payload.get("senderIsOwner").and_then(Value::as_bool).unwrap_or(false);
+        let outcome = if session != self.config.session_key {
+            "other_session"
+        } else if self.guarded() {
+            "closed"
+        } else {
+            match parse_reply(text) {
+                Some((behavior, id)) if owner || self.config.bugs.no_owner_check => {
+                    if self.take_permission(&id) {
+                        self.write(&wire::permission(&id, behavior.wire()));
+                        emit!(kind::DECISION_SENT, id = %id, behavior = behavior.wire(), owner);
+                        "decision"
+                    } else {
+                        "unknown"
+                    }
+                }
+                _ => {
+                    self.enqueue(json!({"type": "message", "text": text, "owner": owner}));
+                    "ordinary"
+                }
+            }
+        };
+        emit!(kind::OPERATOR_MESSAGE, session, owner, outcome);
+    }
+
+    /// Remove a live (unexpired) permission; whether it was there.
+    fn take_permission(&self, id: &str) -> bool {
+        let now_ms = self.now_ms();
+        let no_ttl = self.config.bugs.no_ttl;
+        let live = {
+            let state = self.state.borrow();
+            let entry = state.pending.map(Map::Permissions).get(id);
+            entry.is_some_and(|e| no_ttl || !e.expired(now_ms))
+        };
+        live && self.remove(Map::Permissions, id, "reply")
+    }
+}

@@ -1,0 +1,228 @@
+//! proptest strategies for channel scenarios. Swarm testing: each case first draws which fault
+//! kinds are on and the limits (production or compressed), then a workload (the agent's
+//! permission requests with an operator each, the gateway's approvals, waits, reads, chatter)
+//! and a plan of 0–6 faults of those kinds. Shrinking removes requests and faults and makes
+//! windows shorter and bursts smaller.
+
+use bridge_under_test::channel::agent::{AgentOp, AgentScript, AgentStep};
+use bridge_under_test::channel::gateway::{GatewayEvent, GatewayStep};
+use bridge_under_test::channel::grammar::id_from_index;
+use bridge_under_test::channel::ChannelBugs;
+use proptest::prelude::*;
+
+use super::faults::{Absurd, ChannelFault, KINDS};
+use super::{ChannelScenario, Limits, Spec, SESSION};
+
+/// The channel family's tick: 1 s. Its timers are minutes and hours (a 5 min sweep, a 30 min
+/// and a 1 h TTL), so a second is 1/300 of the shortest one; the only sub-second timer, a
+/// clamped 1 ms wait, fires at its exact instant inside the bridge (tokio timers are not
+/// quantised), and only delivery between hosts waits for a tick boundary. Measured: 1 s ticks
+/// run a two-hour case about 4x faster than 250 ms ticks, with the same findings.
+pub const TICK_MS: u64 = 1_000;
+
+/// Requests arrive within the first half hour of a run.
+const SPAN_MS: u64 = 30 * 60_000;
+
+/// How the operator answers one permission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operator {
+    /// `yes <id>` or `no <id>`, in upper case when `shout` (the grammar is case-insensitive).
+    Correct { allow: bool, shout: bool },
+    /// A near miss: a wrong id, a misspelt verb, or extra words (0, 1, 2).
+    Typo(u8),
+    /// The right reply in another chat session.
+    OtherChannel,
+    /// No reply at all: the entry must expire.
+    Never,
+    /// `yes <id>`, then `no <id>` `gap_ms` later: at most one decision.
+    Twice { gap_ms: u64 },
+    /// Someone other than the owner says `yes <id>`.
+    NonOwner,
+}
+
+fn operator() -> impl Strategy<Value = Operator> {
+    prop_oneof![
+        3 => (any::<bool>(), any::<bool>()).prop_map(|(allow, shout)| Operator::Correct { allow, shout }),
+        1 => (0u8..3).prop_map(Operator::Typo),
+        1 => Just(Operator::OtherChannel),
+        2 => Just(Operator::Never),
+        1 => (0u64..=60_000).prop_map(|gap_ms| Operator::Twice { gap_ms }),
+        2 => Just(Operator::NonOwner),
+    ]
+}
+
+/// One permission request and its operator: `(at_ms, operator, reply_after_ms)`.
+type PermissionPlan = (u64, Operator, u64);
+/// One approval: `(at_ms, plugin, created, expires_in_ms, resolve_after_ms)`.
+type ApprovalPlan = (u64, bool, bool, Option<i64>, Option<u64>);
+
+fn permission_plan() -> impl Strategy<Value = PermissionPlan> {
+    // Replies mostly well inside the 1 h TTL, sometimes just past it.
+    let reply = prop_oneof![4 => 1_000u64..=20 * 60_000, 1 => 55 * 60_000u64..=65 * 60_000];
+    (0..=SPAN_MS, operator(), reply)
+}
+
+fn approval_plan() -> impl Strategy<Value = ApprovalPlan> {
+    let expires = prop::option::weighted(0.6, 60_000i64..=2 * 3_600_000);
+    let resolve = prop::option::weighted(0.5, 10_000u64..=90 * 60_000);
+    (0..=SPAN_MS, any::<bool>(), any::<bool>(), expires, resolve)
+}
+
+fn wait_step() -> impl Strategy<Value = AgentStep> {
+    let timeout = prop::sample::select(vec![-5i64, 0, 1, 500, 30_000, 300_000, 10_000_000]);
+    (0..=SPAN_MS, timeout, 0u64..=300).prop_map(|(at_ms, timeout_ms, limit)| AgentStep {
+        at_ms,
+        op: AgentOp::WaitForEvent { timeout_ms, limit },
+    })
+}
+
+fn say(at_ms: u64, text: String, owner: bool) -> GatewayStep {
+    GatewayStep { at_ms, event: GatewayEvent::Message { session: SESSION.into(), text, owner } }
+}
+
+/// The operator's messages for permission `n`.
+fn replies(n: usize, (at_ms, operator, after_ms): PermissionPlan) -> Vec<GatewayStep> {
+    let id = id_from_index(100 + n as u64);
+    let at = at_ms + after_ms;
+    match operator {
+        Operator::Correct { allow, shout } => {
+            let text = format!("{} {id}", if allow { "yes" } else { "no" });
+            vec![say(at, if shout { text.to_uppercase() } else { text }, true)]
+        }
+        Operator::Typo(0) => vec![say(at, format!("yes {}", id_from_index(500_000 + n as u64)), true)],
+        Operator::Typo(1) => vec![say(at, format!("yse {id}"), true)],
+        Operator::Typo(_) => vec![say(at, format!("yes {id} please"), true)],
+        Operator::OtherChannel => {
+            let event = GatewayEvent::Message { session: "other".into(), text: format!("yes {id}"), owner: true };
+            vec![GatewayStep { at_ms: at, event }]
+        }
+        Operator::Never => Vec::new(),
+        Operator::Twice { gap_ms } => vec![say(at, format!("yes {id}"), true), say(at + gap_ms, format!("no {id}"), true)],
+        Operator::NonOwner => vec![say(at, format!("yes {id}"), false)],
+    }
+}
+
+/// The approval events of approval `n`.
+fn approval_steps(n: usize, (at_ms, plugin, created, expires_in_ms, resolve): ApprovalPlan) -> Vec<GatewayStep> {
+    let id = format!("appr-{n}");
+    let mut steps = vec![GatewayStep {
+        at_ms,
+        event: GatewayEvent::ApprovalRequested { id: id.clone(), plugin, created, expires_in_ms },
+    }];
+    if let Some(after) = resolve {
+        steps.push(GatewayStep { at_ms: at_ms + after, event: GatewayEvent::ApprovalResolved { id, plugin } });
+    }
+    steps
+}
+
+/// The workload as the agent's and the gateway's scripts (end time filled in later).
+fn workload() -> impl Strategy<Value = (AgentScript, Vec<GatewayStep>)> {
+    let permissions = prop::collection::vec(permission_plan(), 0..=8);
+    let approvals = prop::collection::vec(approval_plan(), 0..=8);
+    let waits = prop::collection::vec(wait_step(), 0..=3);
+    let reads = prop::collection::vec(0..=SPAN_MS, 0..=3);
+    let read_every = prop::option::weighted(0.85, 30_000u64..=600_000);
+    let chatter = prop::collection::vec((0..=SPAN_MS, prop::sample::select(vec!["hello", "yes", "ok"])), 0..=2);
+    (permissions, approvals, waits, reads, read_every, chatter).prop_map(
+        |(permissions, approvals, waits, reads, read_every_ms, chatter)| {
+            let mut agent: Vec<AgentStep> = waits;
+            let mut gateway = Vec::new();
+            for (n, plan) in permissions.into_iter().enumerate() {
+                let op = AgentOp::PermissionRequest { request_id: id_from_index(100 + n as u64), tool_name: "Bash".into() };
+                agent.push(AgentStep { at_ms: plan.0, op });
+                gateway.extend(replies(n, plan));
+            }
+            for (n, plan) in approvals.into_iter().enumerate() {
+                gateway.extend(approval_steps(n, plan));
+            }
+            agent.extend(reads.into_iter().map(|at_ms| AgentStep { at_ms, op: AgentOp::ListPending }));
+            gateway.extend(chatter.into_iter().map(|(at_ms, text)| say(at_ms, text.to_string(), true)));
+            agent.sort_by_key(|s| s.at_ms);
+            gateway.sort_by_key(|s| s.at_ms);
+            (AgentScript { steps: agent, read_every_ms, end_at_ms: 0 }, gateway)
+        },
+    )
+}
+
+/// Which fault kinds are on for this case.
+fn profile() -> impl Strategy<Value = Vec<&'static str>> {
+    prop::collection::vec(any::<bool>(), KINDS.len()).prop_map(|on| {
+        KINDS.iter().zip(on).filter(|(_, on)| *on).map(|(kind, _)| *kind).collect()
+    })
+}
+
+/// Production limits, or a compressed profile a burst can cross cheaply.
+fn limits() -> impl Strategy<Value = Limits> {
+    let compressed = (2usize..=16, 3usize..=24).prop_map(|(pending_cap, queue_limit)| Limits { pending_cap, queue_limit });
+    prop_oneof![2 => compressed, 1 => Just(Limits::default())]
+}
+
+fn fault(kind: &'static str, limits: Limits, steps: usize) -> BoxedStrategy<ChannelFault> {
+    let step = 0..steps.max(1);
+    let at = 0..=SPAN_MS + 10 * 60_000;
+    match kind {
+        "gateway_down" => (at, 5_000u64..=20 * 60_000)
+            .prop_map(|(at_ms, for_ms)| ChannelFault::GatewayDown { at_ms, for_ms })
+            .boxed(),
+        "rebroadcast" => (step, 1_000u64..=40 * 60_000)
+            .prop_map(|(step, delay_ms)| ChannelFault::Rebroadcast { step, delay_ms })
+            .boxed(),
+        "burst" => (at, 1..=limits.pending_cap + limits.pending_cap / 4 + 2, any::<bool>())
+            .prop_map(|(at_ms, count, approvals)| ChannelFault::Burst { at_ms, count, approvals })
+            .boxed(),
+        "close" => (0..=SPAN_MS + 30 * 60_000).prop_map(|at_ms| ChannelFault::Close { at_ms }).boxed(),
+        "clock_offset" => (at, -3 * 3_600_000i64..=3 * 3_600_000)
+            .prop_map(|(at_ms, offset_ms)| ChannelFault::ClockOffset { at_ms, offset_ms })
+            .boxed(),
+        _ => (step, absurd()).prop_map(|(step, value)| ChannelFault::AbsurdExpiry { step, value }).boxed(),
+    }
+}
+
+fn absurd() -> impl Strategy<Value = Absurd> {
+    prop::sample::select(vec![
+        Absurd::Absent,
+        Absurd::Zero,
+        Absurd::Negative,
+        Absurd::FarFuture,
+        Absurd::LongPast,
+        Absurd::NotANumber,
+    ])
+}
+
+/// A whole channel scenario with the given bug switches.
+pub fn scenario(bugs: ChannelBugs) -> impl Strategy<Value = ChannelScenario> {
+    (profile(), limits(), workload())
+        .prop_flat_map(|(kinds, limits, (agent, gateway))| {
+            let choices: Vec<BoxedStrategy<ChannelFault>> =
+                kinds.iter().map(|kind| fault(kind, limits, gateway.len())).collect();
+            let faults = if choices.is_empty() {
+                Just(Vec::new()).boxed()
+            } else {
+                prop::collection::vec(prop::strategy::Union::new(choices), 0..=6).boxed()
+            };
+            let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
+            (Just(limits), Just(agent), Just(gateway), faults, Just(profile))
+        })
+        .prop_map(move |(limits, mut agent, gateway, faults, profile)| {
+            agent.end_at_ms = end_at_ms(&agent.steps, &gateway, &faults);
+            ChannelScenario { bugs, limits, agent, gateway, faults, profile }
+        })
+}
+
+/// When the agent closes stdin: after every step and fault has played out, plus a full
+/// permission TTL (the longest expiry: approvals are clamped to it) and three sweeps, so every
+/// entry's removal and the sweeper's stop are judged.
+pub fn end_at_ms(agent: &[AgentStep], gateway: &[GatewayStep], faults: &[ChannelFault]) -> u64 {
+    let spec = Spec::new(Limits::default(), TICK_MS, 0);
+    let last_fault = faults.iter().map(|f| {
+        let (start, end) = f.window(gateway);
+        end.unwrap_or(start)
+    });
+    let last = agent.iter().map(|s| s.at_ms).chain(gateway.iter().map(|s| s.at_ms)).chain(last_fault).max();
+    last.unwrap_or(0) + spec.permission_ttl_ms + 3 * spec.sweep_interval_ms + 60_000
+}
+
+/// The run's horizon: the agent's end plus time for the bridge to close and exit.
+pub fn horizon_ms(agent: &AgentScript) -> u64 {
+    agent.end_at_ms + 10 * TICK_MS
+}
