@@ -13,7 +13,8 @@ use tokio::sync::Notify;
 use crate::emit;
 use crate::events::kind;
 use crate::seam;
-use crate::stdio::ClientEnds;
+use crate::rng::SimRng;
+use crate::stdio::{self, ClientEnds};
 
 /// The relayer's tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -142,12 +143,15 @@ pub struct ClientScript {
     pub end_at_ms: u64,
 }
 
-/// Run the script. `close_stdin` closes stdin early (a fault: the IDE went away mid-call).
+/// Run the script. `close_stdin` closes stdin early (a fault: the IDE went away mid-call);
+/// `seed` decides where lines are cut into several writes.
 pub async fn run(
     script: ClientScript,
     ends: ClientEnds,
     close_stdin: Rc<Notify>,
+    seed: u64,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    let mut rng = SimRng::new(seed);
     let ClientEnds { mut stdin, stdout } = ends;
     let owed = Rc::new(Owed::default());
     let reader_owed = owed.clone();
@@ -177,7 +181,7 @@ pub async fn run(
         }
         let line = step.line(action);
         emit!(kind::MCP_SEND, msg = %line, malformed = matches!(step.op, Op::Malformed));
-        stdin.write_all(format!("{line}\n").as_bytes()).await?;
+        stdio::write_chopped(&mut stdin, format!("{line}\n").as_bytes(), &mut rng).await?;
     }
     if reason == "end" {
         tokio::select! {

@@ -121,7 +121,9 @@ impl Driver {
             relayer::run(relayer_config.clone(), relayer_knobs.clone(), durable.clone())
         });
         sim.client(host::BRIDGE, bridge::run(bridge_config, server_ends));
-        sim.client(host::CLIENT, client::run(scenario.script.clone(), client_ends, close_stdin.clone()));
+        let client_seed = derive(seed, "client");
+        let script = scenario.script.clone();
+        sim.client(host::CLIENT, client::run(script, client_ends, close_stdin.clone(), client_seed));
         Self { scenario: scenario.clone(), knobs, close_stdin }
     }
 
