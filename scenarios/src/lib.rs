@@ -2,6 +2,8 @@
 //! scenarios reproducing the original projects' own tests, and a compact trace rendering for
 //! snapshots.
 
+pub mod channel;
+
 use bridge_under_test::relay::client::{ClientScript, Op, Step, Tool};
 use bridge_under_test::relay::RelayBugs;
 use harness::relay::faults::RelayFault;

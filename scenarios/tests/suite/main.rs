@@ -1,6 +1,7 @@
 //! The test suite, one integration binary: scripted scenarios with trace snapshots, generated
 //! runs, the regression suite (every bug switch is found), determinism, committed regressions.
 
+mod channel;
 mod committed;
 mod determinism;
 mod generated;
