@@ -10,6 +10,8 @@ use serde_json::Value;
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
 
+use super::stream_checks;
+
 /// At most this many violations are reported per checker: the first ones tell the story.
 const MAX_PER_CHECKER: usize = 3;
 
@@ -23,6 +25,11 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("truthful_errors", truthful_errors),
     ("no_stale_post", no_stale_post),
     ("schema_valid", schema_valid),
+    ("single_flight_reconnect", stream_checks::single_flight_reconnect),
+    ("reconnect_backoff", stream_checks::reconnect_backoff),
+    ("orphans_reconnect", stream_checks::orphans_reconnect),
+    ("replay_in_order", stream_checks::replay_in_order),
+    ("clean_shutdown", stream_checks::clean_shutdown),
 ];
 
 pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
@@ -113,13 +120,13 @@ impl<'a> Facts<'a> {
         }
     }
 
-    fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
+    pub(super) fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
         let at_ms = self.trace.events.get(index).map_or(0, |e| e.at_ms);
         Violation { invariant: invariant.to_string(), at_ms, event_index: index, detail }
     }
 
     /// The bridge's events, with indices.
-    fn bridge_events(&self) -> impl Iterator<Item = (usize, &TraceEvent)> {
+    pub(super) fn bridge_events(&self) -> impl Iterator<Item = (usize, &TraceEvent)> {
         self.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::BRIDGE)
     }
 
@@ -165,7 +172,7 @@ pub fn error_text(msg: &Value) -> Option<String> {
     None
 }
 
-fn capped(mut violations: Vec<Violation>) -> Vec<Violation> {
+pub(super) fn capped(mut violations: Vec<Violation>) -> Vec<Violation> {
     violations.truncate(MAX_PER_CHECKER);
     violations
 }

@@ -818,7 +818,7 @@ fn schema_valid_flags_an_invalid_client_request() {
 // ---- all checkers ---------------------------------------------------------------------------
 
 #[test]
-fn checkers_table_lists_the_eight_relay_invariants() {
+fn checkers_table_lists_the_relay_invariants() {
     // The table is what `check` runs: every invariant of the relay family, each once.
     let names: Vec<&str> = CHECKERS.iter().map(|(name, _)| *name).collect();
     assert_eq!(
@@ -832,6 +832,11 @@ fn checkers_table_lists_the_eight_relay_invariants() {
             "truthful_errors",
             "no_stale_post",
             "schema_valid",
+            "single_flight_reconnect",
+            "reconnect_backoff",
+            "orphans_reconnect",
+            "replay_in_order",
+            "clean_shutdown",
         ]
     );
 }
@@ -922,4 +927,87 @@ fn check_finds_nothing_in_a_clean_run() {
         (1_000, 500, 10, 10_000)
     );
     assert!(facts.requests.iter().all(|r| r.answered.is_some()) && facts.unmatched.is_empty());
+}
+
+// ---- stream lifecycle checkers ----------------------------------------------------------------
+
+use crate::relay::stream_checks::{
+    clean_shutdown, orphans_reconnect, reconnect_backoff, replay_in_order, single_flight_reconnect,
+};
+
+fn connect(at_ms: u64, gen: u64, attempt: u64) -> TraceEvent {
+    bridge(at_ms, kind::SSE_CONNECT, &[("gen", json!(gen)), ("attempt", json!(attempt))])
+}
+
+fn closed(at_ms: u64, gen: u64, reason: &str) -> TraceEvent {
+    bridge(at_ms, kind::SSE_CLOSED, &[("gen", json!(gen)), ("reason", json!(reason))])
+}
+
+fn endpoint(at_ms: u64, gen: u64) -> TraceEvent {
+    bridge(at_ms, kind::SSE_ENDPOINT, &[("gen", json!(gen)), ("session", json!("s"))])
+}
+
+fn facts_of(events: Vec<TraceEvent>, test: impl FnOnce(&Facts<'_>)) {
+    let trace = Trace { events };
+    let schema = McpSchema::new();
+    test(&Facts::new(&trace, &schema));
+}
+
+#[test]
+fn single_flight_reconnect_passes_a_close_then_connect_and_flags_two_at_once() {
+    // A dropped stream is replaced by one new connect; a second connect while one is open is not.
+    let good = vec![std_spec(), connect(0, 1, 0), endpoint(50, 1), closed(900, 1, "eof"), connect(900, 2, 0)];
+    facts_of(good, |facts| assert_eq!(single_flight_reconnect(facts), vec![]));
+    let bad = vec![std_spec(), connect(0, 1, 0), endpoint(50, 1), connect(900, 2, 0)]; // 3 is the second
+    facts_of(bad, |facts| assert_one(&single_flight_reconnect(facts), "single_flight_reconnect", 3, "while stream 1"));
+}
+
+#[test]
+fn reconnect_backoff_passes_waits_and_flags_a_hot_loop() {
+    // After two failures the third attempt waits backoff(1) = 1 000 ms; retrying at once is a hot loop.
+    let good = vec![
+        std_spec(),
+        connect(0, 1, 0),
+        closed(10, 1, "error"),
+        connect(520, 2, 1),
+        closed(530, 2, "error"),
+        connect(1_530, 3, 2),
+    ];
+    facts_of(good, |facts| assert_eq!(reconnect_backoff(facts), vec![]));
+    let bad = vec![std_spec(), connect(0, 1, 0), closed(10, 1, "error"), connect(20, 2, 1)];
+    facts_of(bad, |facts| assert_one(&reconnect_backoff(facts), "reconnect_backoff", 3, "backoff is 500 ms"));
+}
+
+#[test]
+fn orphans_reconnect_passes_an_abandoned_session_and_flags_a_kept_one() {
+    // Two close-outs on a healthy session must end it within a sweep period (500 + slack 10).
+    let orphan = |at_ms, id: &str| {
+        bridge(at_ms, kind::CALL_CLOSED_OUT, &[("id", json!(id)), ("method", json!("tools/call")), ("stream", json!("up"))])
+    };
+    let good = vec![std_spec(), endpoint(0, 1), orphan(1_000, "1"), orphan(1_500, "2"), closed(1_500, 1, "orphans")];
+    facts_of(good, |facts| assert_eq!(orphans_reconnect(facts), vec![]));
+    let bad = vec![std_spec(), endpoint(0, 1), orphan(1_000, "1"), orphan(1_500, "2"), connect(3_000, 9, 0)];
+    facts_of(bad, |facts| assert_one(&orphans_reconnect(facts), "orphans_reconnect", 3, "kept it"));
+}
+
+#[test]
+fn replay_in_order_passes_admission_order_and_flags_a_reordered_replay() {
+    // Requests 1 then 2 were admitted; a replay posting 2 before 1 on the new stream reorders them.
+    let admit = |at_ms, id: &str| bridge(at_ms, kind::CALL_ADMIT, &[("id", json!(id)), ("method", json!("tools/call"))]);
+    let post = |at_ms, id: &str, gen: u64| {
+        bridge(at_ms, kind::POST_SEND, &[("id", json!(id)), ("gen", json!(gen)), ("tracked", json!(true)), ("attempt", json!(0))])
+    };
+    let good = vec![std_spec(), admit(0, "1"), admit(10, "2"), post(100, "1", 2), post(150, "2", 2)];
+    facts_of(good, |facts| assert_eq!(replay_in_order(facts), vec![]));
+    let bad = vec![std_spec(), admit(0, "1"), admit(10, "2"), post(100, "2", 2), post(150, "1", 2)];
+    facts_of(bad, |facts| assert_one(&replay_in_order(facts), "replay_in_order", 4, "admitted later"));
+}
+
+#[test]
+fn clean_shutdown_passes_a_prompt_exit_and_flags_a_hang() {
+    // stdin EOF at 1 000: exiting by 1 000 + 2·slack + 1 000 is prompt; never exiting is a hang.
+    let eof = ev(1_000, host::CLIENT, kind::CLIENT_EOF, &[("reason", json!("end"))]);
+    let exit = bridge(1_050, kind::BRIDGE_EXIT, &[("failed", json!(0))]);
+    facts_of(vec![std_spec(), eof.clone(), exit], |facts| assert_eq!(clean_shutdown(facts), vec![]));
+    facts_of(vec![std_spec(), eof], |facts| assert_one(&clean_shutdown(facts), "clean_shutdown", 1, "never exited"));
 }

@@ -4,6 +4,7 @@
 pub mod checks;
 pub mod faults;
 pub mod strategy;
+pub mod stream_checks;
 
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
