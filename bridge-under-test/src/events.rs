@@ -62,6 +62,34 @@
 //! | `gateway.send` | gateway | `event`, `id`, `created_at_ms`, `expires_at_ms` (gateway clock), `delivered` (false: lost, no connection) |
 //! | `gateway.say` | gateway | `session`, `owner`, `text`, `delivered` |
 //! | `gateway.cut` | gateway | `connected`: the gateway dropped its connection |
+//!
+//! The daemon family (MODEL.md §2). `id` is a daemon request id (`a<action>.<attempt>`, or
+//! `c<n>` for the client's own control requests); `action` numbers the user's invocations.
+//!
+//! | kind | host | fields |
+//! |---|---|---|
+//! | `cli.action` | cli | `action`, `method`, `timeout_ms` (0 when the call gives none): a user invocation starts |
+//! | `cli.send` | cli | `action`, `attempt`, `id`, `msg` (the exact request line) |
+//! | `cli.frame` | cli | `id` (the frame's), `matched` (it re-armed the idle budget) |
+//! | `cli.reply` | cli | `id`, `ok`, `code` (empty on success) |
+//! | `cli.fail` | cli | `id`, `reason` (`idle`, `budget`, `reset`, `refused`, `unparseable`): a transport failure |
+//! | `cli.restart` | cli | `action`, `pid` (the daemon being replaced, 0 if none) |
+//! | `cli.done` | cli | `action`, `outcome` (`ok`, a daemon error code, or a transport reason), `attempts` |
+//! | `daemon.launch` | daemon | `pid`: a daemon process starts (counted at the process table) |
+//! | `daemon.start` | daemon | `pid`, `socket`, `protocol_version`: listening, metadata written |
+//! | `daemon.exit` | daemon | `pid`, `reason` (`stop`, `crash`, `kill`) |
+//! | `daemon.request` | daemon | `pid`, `id`, `method`, `interval_ms` (0: no frames), `first_ms` |
+//! | `daemon.reply` | daemon | `pid`, `id`, `ok`, `code` |
+//! | `daemon.oauth` | daemon | `pid`, `id`, `phase` (`start`, `token`, `timeout`, `error`), `state` |
+//! | `server.recv` | mcp | `msg` (the JSON-RPC message as received), `request` (the daemon request id from `_meta`), `auth` |
+//! | `server.send` | mcp | `msg` (the JSON-RPC response), `status` (HTTP) |
+//! | `server.exec` | mcp | `request`, `method`: a logical execution (`tools/call`, `resources/*`, the first page of `tools/list`) |
+//! | `oauth.register` | oauth | `client_id` |
+//! | `oauth.authorize` | oauth | `client_id`, `state`, `ok`: the user approved; a code was issued when ok |
+//! | `oauth.token` | oauth | `client_id`, `ok`, `error` (the OAuth error code, empty when ok) |
+//! | `browser.prompt` | browser | `flow` (count so far), `state`: an authorization flow started |
+//! | `browser.approve` | browser | `flow`, `state`, `status` (of the redirect back to the daemon) |
+//! | `fault.fired` | mcp, daemon | `fault`, `id`: a knob took effect |
 
 /// The `tracing` target of every trace event; everything else is ignored by the recorder.
 pub const TARGET: &str = "mcp_sim";
@@ -75,6 +103,13 @@ pub mod host {
     pub const AGENT: &str = "agent";
     /// The channel family's chat gateway.
     pub const GATEWAY: &str = "gateway";
+    /// The daemon family: CLI invocations, daemon processes, the upstream MCP server, the OAuth
+    /// authorization server and the user's browser.
+    pub const CLI: &str = "cli";
+    pub const DAEMON: &str = "daemon";
+    pub const MCP: &str = "mcp";
+    pub const OAUTH: &str = "oauth";
+    pub const BROWSER: &str = "browser";
     /// Events the harness's step loop emits (faults, the spec), outside any host.
     pub const SIM: &str = "sim";
 }
@@ -131,6 +166,28 @@ pub mod kind {
     pub const GATEWAY_SEND: &str = "gateway.send";
     pub const GATEWAY_SAY: &str = "gateway.say";
     pub const GATEWAY_CUT: &str = "gateway.cut";
+    // The daemon family.
+    pub const CLI_ACTION: &str = "cli.action";
+    pub const CLI_SEND: &str = "cli.send";
+    pub const CLI_FRAME: &str = "cli.frame";
+    pub const CLI_REPLY: &str = "cli.reply";
+    pub const CLI_FAIL: &str = "cli.fail";
+    pub const CLI_RESTART: &str = "cli.restart";
+    pub const CLI_DONE: &str = "cli.done";
+    pub const DAEMON_LAUNCH: &str = "daemon.launch";
+    pub const DAEMON_START: &str = "daemon.start";
+    pub const DAEMON_EXIT: &str = "daemon.exit";
+    pub const DAEMON_REQUEST: &str = "daemon.request";
+    pub const DAEMON_REPLY: &str = "daemon.reply";
+    pub const DAEMON_OAUTH: &str = "daemon.oauth";
+    pub const SERVER_RECV: &str = "server.recv";
+    pub const SERVER_SEND: &str = "server.send";
+    pub const SERVER_EXEC: &str = "server.exec";
+    pub const OAUTH_REGISTER: &str = "oauth.register";
+    pub const OAUTH_AUTHORIZE: &str = "oauth.authorize";
+    pub const OAUTH_TOKEN: &str = "oauth.token";
+    pub const BROWSER_PROMPT: &str = "browser.prompt";
+    pub const BROWSER_APPROVE: &str = "browser.approve";
 }
 
 /// Emit a trace event: `emit!(kind::SSE_ENDPOINT, gen = 3, session = %id)`.

@@ -4,6 +4,7 @@
 
 pub mod bugs;
 pub mod channel;
+pub mod daemon;
 pub mod events;
 pub mod net;
 pub mod relay;

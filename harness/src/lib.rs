@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod channel;
+pub mod daemon;
 pub mod family;
 pub mod hunt;
 pub mod recorder;

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use proptest::strategy::BoxedStrategy;
 
 use crate::channel::{self, ChannelScenario};
+use crate::daemon::{self, DaemonScenario};
 use crate::family::Driver;
 use crate::relay::{self, RelayScenario};
 use crate::schema::McpSchema;
@@ -16,15 +17,17 @@ use crate::trace::{Trace, Violation};
 pub enum Family {
     Relay,
     Channel,
+    Daemon,
 }
 
 impl Family {
-    pub const ALL: &'static [Family] = &[Family::Relay, Family::Channel];
+    pub const ALL: &'static [Family] = &[Family::Relay, Family::Channel, Family::Daemon];
 
     pub fn name(self) -> &'static str {
         match self {
             Family::Relay => "relay",
             Family::Channel => "channel",
+            Family::Daemon => "daemon",
         }
     }
 
@@ -40,6 +43,7 @@ impl Family {
         match self {
             Family::Relay => bridge_under_test::relay::RelayBugs::NAMES,
             Family::Channel => bridge_under_test::channel::ChannelBugs::NAMES,
+            Family::Daemon => bridge_under_test::daemon::DaemonBugs::NAMES,
         }
     }
 }
@@ -62,6 +66,7 @@ pub struct SimParams {
 pub enum FamilyScenario {
     Relay(RelayScenario),
     Channel(ChannelScenario),
+    Daemon(DaemonScenario),
 }
 
 impl FamilyScenario {
@@ -70,6 +75,7 @@ impl FamilyScenario {
         match family {
             Family::Relay => relay::case_strategy(enable(bugs), seed),
             Family::Channel => channel::case_strategy(enable(bugs), seed),
+            Family::Daemon => daemon::case_strategy(enable(bugs), seed),
         }
     }
 
@@ -78,6 +84,7 @@ impl FamilyScenario {
         match self {
             Self::Relay(relay) => Box::new(relay::Driver::setup(relay, seed, sim)),
             Self::Channel(channel) => Box::new(channel::Driver::setup(channel, seed, sim)),
+            Self::Daemon(d) => Box::new(daemon::Driver::setup(d, seed, sim)),
         }
     }
 
@@ -86,6 +93,7 @@ impl FamilyScenario {
         match self {
             Self::Relay(_) => relay::checks::check(trace, schema),
             Self::Channel(_) => channel::checks::check(trace, schema),
+            Self::Daemon(_) => daemon::checks::check(trace, schema),
         }
     }
 
@@ -99,6 +107,7 @@ impl FamilyScenario {
                 channel.gateway.len(),
                 channel.faults.len()
             ),
+            Self::Daemon(d) => format!("{} invocations, {} faults", d.invocations.len(), d.faults.len()),
         }
     }
 
@@ -107,6 +116,7 @@ impl FamilyScenario {
         match self {
             Self::Relay(relay) => relay.script.steps.len() + relay.faults.len(),
             Self::Channel(channel) => channel.agent.steps.len() + channel.gateway.len() + channel.faults.len(),
+            Self::Daemon(d) => d.invocations.len() + d.faults.len(),
         }
     }
 
@@ -115,6 +125,7 @@ impl FamilyScenario {
         match self {
             Self::Relay(relay) => relay.bugs = Default::default(),
             Self::Channel(channel) => channel.bugs = Default::default(),
+            Self::Daemon(d) => d.bugs = Default::default(),
         }
     }
 
@@ -123,6 +134,7 @@ impl FamilyScenario {
         match self {
             Self::Relay(relay) => bugs.iter().try_for_each(|bug| relay.bugs.enable(bug)),
             Self::Channel(channel) => bugs.iter().try_for_each(|bug| channel.bugs.enable(bug)),
+            Self::Daemon(d) => bugs.iter().try_for_each(|bug| d.bugs.enable(bug)),
         }
     }
 }
@@ -153,6 +165,12 @@ impl BugSet for bridge_under_test::channel::ChannelBugs {
     }
 }
 
+impl BugSet for bridge_under_test::daemon::DaemonBugs {
+    fn enable(&mut self, name: &str) -> Result<(), String> {
+        bridge_under_test::daemon::DaemonBugs::enable(self, name)
+    }
+}
+
 /// Everything a run depends on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Scenario {
@@ -167,6 +185,7 @@ impl Scenario {
         match self.family {
             FamilyScenario::Relay(_) => Family::Relay,
             FamilyScenario::Channel(_) => Family::Channel,
+            FamilyScenario::Daemon(_) => Family::Daemon,
         }
     }
 

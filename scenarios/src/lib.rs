@@ -3,6 +3,7 @@
 //! snapshots.
 
 pub mod channel;
+pub mod daemon;
 
 use bridge_under_test::relay::client::{ClientScript, Op, Step, Tool};
 use bridge_under_test::relay::RelayBugs;

@@ -147,3 +147,38 @@ pub async fn serve(port: u16, router: axum::Router) -> io::Result<()> {
         });
     }
 }
+
+/// A whole HTTP response: the status, the headers the daemon family reads, and the body text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u16,
+    /// `Location`, for redirects.
+    pub location: Option<String>,
+    /// `WWW-Authenticate`, for 401s.
+    pub www_authenticate: Option<String>,
+    pub body: String,
+}
+
+/// Send one request with `headers` and `body`, and read the whole response.
+pub async fn fetch(
+    target: (&str, u16),
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: String,
+) -> io::Result<Reply> {
+    let mut builder = Request::builder().method(method).uri(path).header("host", target.0);
+    for (name, value) in headers {
+        builder = builder.header(*name, value.as_str());
+    }
+    let request = builder.body(Full::new(Bytes::from(body))).map_err(other)?;
+    let (response, _conn) = send(target.0, target.1, request).await?;
+    let header = |name: &str| {
+        response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+    };
+    let (location, www_authenticate) = (header("location"), header("www-authenticate"));
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.map_err(other)?.to_bytes();
+    let body = String::from_utf8_lossy(&bytes).into_owned();
+    Ok(Reply { status, location, www_authenticate, body })
+}

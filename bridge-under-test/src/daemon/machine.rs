@@ -1,0 +1,165 @@
+//! The user's machine as the CLI and the daemon share it: the daemon metadata file, lock files
+//! and the process table (launch, kill, liveness by pid). It is plain in-sim state outside any
+//! host's software, so it survives a daemon crash like a real filesystem does.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+/// The daemon metadata file (MODEL.md §2.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    pub pid: u64,
+    pub protocol_version: u64,
+    /// The daemon's local socket: a TCP port on the daemon host.
+    pub socket: u16,
+    pub config_fingerprint: String,
+    pub started_at: u64,
+}
+
+/// Why a daemon process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// It answered `stop` and shut down.
+    Stop,
+    /// It died on its own (a fault).
+    Crash,
+    /// A client killed it by pid.
+    Kill,
+}
+
+impl Exit {
+    pub fn name(self) -> &'static str {
+        match self {
+            Exit::Stop => "stop",
+            Exit::Crash => "crash",
+            Exit::Kill => "kill",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    metadata: Option<Metadata>,
+    last_pid: u64,
+    launches: VecDeque<u64>,
+    kills: VecDeque<(u64, Exit)>,
+    alive: BTreeSet<u64>,
+    locks: BTreeSet<String>,
+    exits: BTreeMap<u64, Exit>,
+}
+
+/// The shared machine. Wakes `changed` on every process-table change.
+#[derive(Debug, Default)]
+pub struct Machine {
+    state: RefCell<State>,
+    pub changed: Notify,
+}
+
+impl Machine {
+    pub fn shared() -> Rc<Machine> {
+        Rc::new(Machine::default())
+    }
+
+    pub fn metadata(&self) -> Option<Metadata> {
+        self.state.borrow().metadata.clone()
+    }
+
+    pub fn write_metadata(&self, metadata: Metadata) {
+        self.state.borrow_mut().metadata = Some(metadata);
+    }
+
+    /// Remove the metadata only if it names `pid`: a daemon never deletes another's file.
+    pub fn remove_metadata_of(&self, pid: u64) -> bool {
+        let mut state = self.state.borrow_mut();
+        let own = state.metadata.as_ref().is_some_and(|m| m.pid == pid);
+        if own {
+            state.metadata = None;
+        }
+        own
+    }
+
+    /// Ask for a daemon process; returns the pid it will have (pids are never reused).
+    pub fn request_launch(&self) -> u64 {
+        let pid = {
+            let mut state = self.state.borrow_mut();
+            state.last_pid += 1;
+            let pid = state.last_pid;
+            state.launches.push_back(pid);
+            state.alive.insert(pid);
+            pid
+        };
+        self.changed.notify_waiters();
+        pid
+    }
+
+    pub fn take_launch(&self) -> Option<u64> {
+        self.state.borrow_mut().launches.pop_front()
+    }
+
+    /// Ask for `pid` to be killed; `Crash` when a fault does it.
+    pub fn kill(&self, pid: u64, why: Exit) {
+        if self.alive(pid) {
+            self.state.borrow_mut().kills.push_back((pid, why));
+            self.changed.notify_waiters();
+        }
+    }
+
+    pub fn take_kill(&self) -> Option<(u64, Exit)> {
+        self.state.borrow_mut().kills.pop_front()
+    }
+
+    /// Record that `pid` has ended.
+    pub fn exited(&self, pid: u64, why: Exit) {
+        let mut state = self.state.borrow_mut();
+        state.alive.remove(&pid);
+        state.exits.insert(pid, why);
+        drop(state);
+        self.changed.notify_waiters();
+    }
+
+    /// `kill -0 pid`.
+    pub fn alive(&self, pid: u64) -> bool {
+        self.state.borrow().alive.contains(&pid)
+    }
+
+    /// The live pids, oldest first.
+    pub fn live_pids(&self) -> Vec<u64> {
+        self.state.borrow().alive.iter().copied().collect()
+    }
+
+    /// Take a lock file; `false` if another holds it.
+    pub fn try_lock(&self, name: &str) -> bool {
+        self.state.borrow_mut().locks.insert(name.to_string())
+    }
+
+    pub fn unlock(&self, name: &str) {
+        self.state.borrow_mut().locks.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pids_are_fresh_and_metadata_is_removed_only_by_its_owner() {
+        let machine = Machine::default();
+        let (a, b) = (machine.request_launch(), machine.request_launch());
+        assert_eq!((a, b), (1, 2));
+        assert_eq!(machine.take_launch(), Some(1));
+        let metadata = Metadata { pid: 2, protocol_version: 2, socket: 7002, config_fingerprint: "f".into(), started_at: 0 };
+        machine.write_metadata(metadata);
+        assert!(!machine.remove_metadata_of(1));
+        assert!(machine.remove_metadata_of(2));
+        machine.kill(1, Exit::Kill);
+        assert_eq!(machine.take_kill(), Some((1, Exit::Kill)));
+        machine.exited(1, Exit::Kill);
+        assert!(!machine.alive(1) && machine.alive(2));
+        assert!(machine.try_lock("start") && !machine.try_lock("start"));
+    }
+}

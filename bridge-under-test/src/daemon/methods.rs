@@ -1,0 +1,130 @@
+//! The daemon's methods: `status`, `stop`, `listTools` (connect, then page with a deadline per
+//! page, the repeated-cursor guard and the page cap) and the fixed-phase methods, which race the
+//! absolute operation ceiling.
+
+use std::collections::BTreeSet;
+use std::rc::Rc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::config::{fixed_phase, MAX_PAGES, PROTOCOL_VERSION};
+use super::mcp::RESOURCE_URI;
+use super::process::Ctx;
+use super::upstream::{self, UpstreamError};
+use super::wire::{code, Failure, Request};
+
+/// Run one request's work.
+pub async fn dispatch(ctx: &Rc<Ctx>, request: &Request) -> Result<Value, Failure> {
+    match request.method.as_str() {
+        "status" => Ok(status(ctx)),
+        "stop" => stop(ctx, request),
+        "listTools" => list_tools(ctx, request).await,
+        method if fixed_phase(method) => fixed(ctx, request).await,
+        method => Err(Failure::new(code::UNKNOWN_METHOD, format!("unknown method {method}"))),
+    }
+}
+
+fn status(ctx: &Ctx) -> Value {
+    // This request is active too: report the others.
+    let others = ctx.state.borrow().active.saturating_sub(1);
+    json!({
+        "pid": ctx.pid,
+        "protocolVersion": PROTOCOL_VERSION,
+        "startedAt": ctx.started_at,
+        "configFingerprint": ctx.fingerprint,
+        "activeRequests": others
+    })
+}
+
+/// A `stop` addressed to another pid is refused.
+fn stop(ctx: &Ctx, request: &Request) -> Result<Value, Failure> {
+    match request.params.get("pid").and_then(Value::as_u64) {
+        Some(pid) if pid != ctx.pid => {
+            Err(Failure::new(code::RUNTIME_ERROR, format!("stop for pid {pid} refused by pid {}", ctx.pid)))
+        }
+        _ => Ok(json!({"stopping": ctx.pid})),
+    }
+}
+
+/// How a failure upstream reaches the client. A timeout is `operation_timeout`: final.
+pub fn failure(ctx: &Ctx, error: UpstreamError) -> Failure {
+    match error {
+        UpstreamError::Timeout(text) if ctx.rules.bugs.operation_timeout_retryable => {
+            Failure::new(code::RUNTIME_ERROR, text)
+        }
+        UpstreamError::Timeout(text) => Failure::new(code::OPERATION_TIMEOUT, text),
+        UpstreamError::Failed(text) => Failure::new(code::RUNTIME_ERROR, text),
+    }
+}
+
+async fn list_tools(ctx: &Rc<Ctx>, request: &Request) -> Result<Value, Failure> {
+    let timeout_ms = request.timeout_ms();
+    let oauth_bound_ms = ctx.rules.list_oauth_bound_ms(timeout_ms);
+    upstream::connect(ctx, &request.id, oauth_bound_ms).await.map_err(|e| failure(ctx, e))?;
+    let page_bound_ms = ctx.rules.page_bound_ms(timeout_ms);
+    let mut tools = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut cursor: Option<String> = None;
+    for page in 1..=MAX_PAGES {
+        let params = cursor.as_ref().map_or_else(|| json!({}), |c| json!({"cursor": c}));
+        let call = upstream::rpc(ctx, &request.id, "tools/list", params);
+        let result = match tokio::time::timeout(Duration::from_millis(page_bound_ms), call).await {
+            Ok(result) => result.map_err(|e| failure(ctx, e))?,
+            Err(_) => {
+                let text = format!("tools/list page {page} timed out after {page_bound_ms} ms");
+                return Err(failure(ctx, UpstreamError::Timeout(text)));
+            }
+        };
+        tools.extend(result.get("tools").and_then(Value::as_array).cloned().unwrap_or_default());
+        let Some(next) = result.get("nextCursor").and_then(Value::as_str) else {
+            return Ok(json!({"tools": tools}));
+        };
+        if !ctx.rules.bugs.no_cursor_guard && !seen.insert(next.to_string()) {
+            let text = format!("tools/list repeated cursor {next:?} after {page} pages");
+            return Err(Failure::new(code::RUNTIME_ERROR, text));
+        }
+        cursor = Some(next.to_string());
+    }
+    let text = format!("tools/list exceeded {MAX_PAGES} pages");
+    Err(Failure::new(code::RUNTIME_ERROR, text))
+}
+
+/// A fixed-phase method: connect (OAuth bounded by `oauth_timeout_ms`), then one upstream call,
+/// all under the absolute ceiling.
+async fn fixed(ctx: &Rc<Ctx>, request: &Request) -> Result<Value, Failure> {
+    let work = async {
+        if request.method == "closeServer" {
+            ctx.state.borrow_mut().upstream.close();
+            return Ok(json!({"closed": true}));
+        }
+        let oauth_bound_ms = ctx.rules.timing.oauth_timeout_ms;
+        upstream::connect(ctx, &request.id, oauth_bound_ms).await?;
+        let (method, params) = upstream_call(request);
+        upstream::rpc(ctx, &request.id, method, params).await
+    };
+    let Some(ceiling_ms) = ctx.rules.ceiling_ms(request.timeout_ms()) else {
+        return work.await.map_err(|e| failure(ctx, e));
+    };
+    match tokio::time::timeout(Duration::from_millis(ceiling_ms), work).await {
+        Ok(result) => result.map_err(|e| failure(ctx, e)),
+        Err(_) => {
+            let text = format!("{} timed out at its {ceiling_ms} ms operation ceiling", request.method);
+            Err(failure(ctx, UpstreamError::Timeout(text)))
+        }
+    }
+}
+
+/// The upstream MCP request a fixed-phase method makes.
+fn upstream_call(request: &Request) -> (&'static str, Value) {
+    let param = |name: &str| request.params.get(name).cloned();
+    match request.method.as_str() {
+        "callTool" => {
+            let name = param("tool").unwrap_or_else(|| json!("build"));
+            let arguments = param("args").unwrap_or_else(|| json!({}));
+            ("tools/call", json!({"name": name, "arguments": arguments}))
+        }
+        "readResource" => ("resources/read", json!({"uri": param("uri").unwrap_or_else(|| json!(RESOURCE_URI))})),
+        _ => ("resources/list", json!({})),
+    }
+}

@@ -1,0 +1,176 @@
+//! The mock authorization server: RFC 8414 metadata, RFC 7591 dynamic client registration,
+//! `/authorize` (reached only when the user approves in the browser: it issues the code) and
+//! `/token` (authorization-code exchange with PKCE S256). Codes and tokens come from a seeded
+//! RNG. Issued tokens go into [`SharedIssued`], which the MCP server trusts, as a resource
+//! server trusts its authorization server's signing key.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::knobs::lock;
+use super::{pkce, OAUTH_PORT};
+use crate::emit;
+use crate::events::{host, kind};
+use crate::net::{http, url};
+use crate::rng::SimRng;
+
+/// Access tokens the authorization server has issued.
+pub type SharedIssued = Arc<Mutex<BTreeSet<String>>>;
+
+/// This server's base URL.
+pub fn issuer() -> String {
+    format!("http://{}:{OAUTH_PORT}", host::OAUTH)
+}
+
+/// A code waiting to be exchanged.
+struct Grant {
+    client_id: String,
+    redirect_uri: String,
+    challenge: String,
+    used: bool,
+}
+
+struct Inner {
+    rng: SimRng,
+    /// client id → registered redirect URIs.
+    clients: BTreeMap<String, Vec<String>>,
+    codes: BTreeMap<String, Grant>,
+    issued: SharedIssued,
+}
+
+#[derive(Clone)]
+struct App(Arc<Mutex<Inner>>);
+
+/// Serve until the simulation ends.
+pub async fn run(seed: u64, issued: SharedIssued) -> Result<(), Box<dyn std::error::Error>> {
+    let inner = Inner { rng: SimRng::new(seed), clients: BTreeMap::new(), codes: BTreeMap::new(), issued };
+    let router = Router::new()
+        .route("/.well-known/oauth-authorization-server", get(metadata))
+        .route("/register", post(register))
+        .route("/authorize", get(authorize))
+        .route("/token", post(token))
+        .with_state(App(Arc::new(Mutex::new(inner))));
+    http::serve(OAUTH_PORT, router).await?;
+    Ok(())
+}
+
+async fn metadata() -> Json<Value> {
+    let base = issuer();
+    Json(json!({
+        "issuer": base,
+        "authorization_endpoint": format!("{base}/authorize"),
+        "token_endpoint": format!("{base}/token"),
+        "registration_endpoint": format!("{base}/register"),
+        "response_types_supported": ["code"],
+        "grant_types_supported": ["authorization_code"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["none"]
+    }))
+}
+
+/// The standard OAuth error body (RFC 6749 §5.2).
+fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
+    (status, Json(json!({"error": error, "error_description": description}))).into_response()
+}
+
+async fn register(State(app): State<App>, Json(body): Json<Value>) -> Response {
+    let uris: Vec<String> = body
+        .get("redirect_uris")
+        .and_then(Value::as_array)
+        .map(|uris| uris.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default();
+    if uris.is_empty() {
+        return oauth_error(StatusCode::BAD_REQUEST, "invalid_redirect_uri", "redirect_uris is required");
+    }
+    let mut inner = lock(&app.0);
+    let client_id = format!("client-{}", inner.rng.hex(12));
+    inner.clients.insert(client_id.clone(), uris.clone());
+    drop(inner);
+    emit!(kind::OAUTH_REGISTER, client_id = %client_id);
+    let body = json!({
+        "client_id": client_id,
+        "redirect_uris": uris,
+        "token_endpoint_auth_method": "none",
+        "grant_types": ["authorization_code"],
+        "response_types": ["code"]
+    });
+    (StatusCode::CREATED, Json(body)).into_response()
+}
+
+/// The user approved: issue a code and send the browser back to the client's redirect URI.
+async fn authorize(State(app): State<App>, Query(query): Query<BTreeMap<String, String>>) -> Response {
+    let field = |name: &str| query.get(name).cloned().unwrap_or_default();
+    let (client_id, redirect_uri, state) = (field("client_id"), field("redirect_uri"), field("state"));
+    let mut inner = lock(&app.0);
+    let known = inner.clients.get(&client_id).is_some_and(|uris| uris.contains(&redirect_uri));
+    let pkce_ok = field("code_challenge_method") == "S256" && !field("code_challenge").is_empty();
+    let ok = known && pkce_ok && field("response_type") == "code";
+    if !ok {
+        drop(inner);
+        emit!(kind::OAUTH_AUTHORIZE, client_id = %client_id, state = %state, ok = false);
+        return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "unknown client, redirect URI or PKCE");
+    }
+    let code = format!("code-{}", inner.rng.hex(16));
+    let grant = Grant { client_id: client_id.clone(), redirect_uri: redirect_uri.clone(), challenge: field("code_challenge"), used: false };
+    inner.codes.insert(code.clone(), grant);
+    drop(inner);
+    emit!(kind::OAUTH_AUTHORIZE, client_id = %client_id, state = %state, ok = true);
+    let location = format!("{redirect_uri}?{}", url::form(&[("code", &code), ("state", &state)]));
+    (StatusCode::FOUND, [("location", location)]).into_response()
+}
+
+async fn token(State(app): State<App>, body: String) -> Response {
+    let form = url::parse_form(&body);
+    let field = |name: &str| form.get(name).cloned().unwrap_or_default();
+    let client_id = field("client_id");
+    let outcome = exchange(&app, &form);
+    emit!(
+        kind::OAUTH_TOKEN,
+        client_id = %client_id,
+        ok = outcome.is_ok(),
+        error = outcome.as_ref().err().map_or("", |(error, _)| *error)
+    );
+    match outcome {
+        Ok(token) => {
+            let body = json!({"access_token": token, "token_type": "Bearer", "expires_in": 3600});
+            (StatusCode::OK, Json(body)).into_response()
+        }
+        Err((error, description)) => oauth_error(StatusCode::BAD_REQUEST, error, &description),
+    }
+}
+
+/// Check a code exchange; `Err((error, description))` in RFC 6749's vocabulary.
+fn exchange(app: &App, form: &BTreeMap<String, String>) -> Result<String, (&'static str, String)> {
+    let field = |name: &str| form.get(name).cloned().unwrap_or_default();
+    if field("grant_type") != "authorization_code" {
+        return Err(("unsupported_grant_type", format!("grant_type {:?}", field("grant_type"))));
+    }
+    let (code, verifier) = (field("code"), field("code_verifier"));
+    if code.is_empty() || verifier.is_empty() || field("redirect_uri").is_empty() {
+        return Err(("invalid_request", "code, code_verifier and redirect_uri are required".into()));
+    }
+    let mut inner = lock(&app.0);
+    let Some(grant) = inner.codes.get_mut(&code) else {
+        return Err(("invalid_grant", "unknown authorization code".into()));
+    };
+    if grant.used {
+        return Err(("invalid_grant", "authorization code already used".into()));
+    }
+    if grant.redirect_uri != field("redirect_uri") || grant.client_id != field("client_id") {
+        return Err(("invalid_grant", "redirect_uri or client_id does not match the code".into()));
+    }
+    if pkce::challenge(&verifier) != grant.challenge {
+        return Err(("invalid_grant", "PKCE verification failed".into()));
+    }
+    grant.used = true;
+    let token = format!("token-{}", inner.rng.hex(24));
+    lock(&inner.issued).insert(token.clone());
+    Ok(token)
+}

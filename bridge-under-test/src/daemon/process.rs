@@ -1,0 +1,150 @@
+//! The daemon host: a supervisor that runs the process table's daemon processes (one task per
+//! pid, killed by dropping it, like `kill -9`), and one daemon process: its socket listener, its
+//! OAuth callback listener, its metadata file, and the state its requests share.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinSet;
+
+use super::authorize::{self, SharedCallbacks};
+use super::config::{Rules, PROTOCOL_VERSION};
+use super::knobs::SharedDaemonKnobs;
+use super::machine::{Exit, Machine, Metadata};
+use super::upstream::Session;
+use super::{port, serve, CALLBACK_BASE, SOCKET_BASE};
+use crate::emit;
+use crate::events::kind;
+use crate::net::http::{self, spawn_owned, AbortOnDrop};
+use crate::rng::SimRng;
+use crate::seam::{self, TcpListener};
+
+/// What every daemon process is configured with.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub rules: Rules,
+    /// The config fingerprint written into the metadata.
+    pub fingerprint: String,
+    /// Seed of the daemon's randomness (PKCE verifiers, OAuth state); mixed with the pid.
+    pub seed: u64,
+}
+
+/// One daemon process, shared by its connection tasks.
+pub struct Ctx {
+    pub pid: u64,
+    pub rules: Rules,
+    pub knobs: SharedDaemonKnobs,
+    pub callbacks: SharedCallbacks,
+    pub state: RefCell<ProcessState>,
+    /// Notified when a `stop` has been answered.
+    pub stop: Notify,
+    /// Milliseconds since the daemon host booted, for the metadata's `startedAt`.
+    pub started_at: u64,
+    pub fingerprint: String,
+}
+
+/// Mutable process state; never borrowed across an await.
+pub struct ProcessState {
+    pub upstream: Session,
+    /// Requests whose work has not ended.
+    pub active: u64,
+    pub rng: SimRng,
+}
+
+/// The daemon host's software: launch and kill processes as the process table asks.
+pub async fn supervise(
+    machine: Rc<Machine>,
+    config: DaemonConfig,
+    knobs: SharedDaemonKnobs,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let boot = seam::now();
+    let mut running: BTreeMap<u64, AbortOnDrop> = BTreeMap::new();
+    let (exit_tx, mut exit_rx) = mpsc::unbounded_channel::<u64>();
+    loop {
+        let changed = machine.changed.notified();
+        while let Some(pid) = machine.take_launch() {
+            emit!(kind::DAEMON_LAUNCH, pid);
+            let started_at = seam::ms_since(boot);
+            let process = launch(pid, started_at, &config, &knobs, &machine, exit_tx.clone());
+            running.insert(pid, spawn_owned(process));
+        }
+        while let Some((pid, why)) = machine.take_kill() {
+            if running.remove(&pid).is_some() {
+                emit!(kind::DAEMON_EXIT, pid, reason = why.name());
+                machine.exited(pid, why);
+            }
+        }
+        tokio::select! {
+            () = changed => {}
+            Some(pid) = exit_rx.recv() => {
+                running.remove(&pid);
+                emit!(kind::DAEMON_EXIT, pid, reason = Exit::Stop.name());
+                machine.exited(pid, Exit::Stop);
+            }
+        }
+    }
+}
+
+fn launch(
+    pid: u64,
+    started_at: u64,
+    config: &DaemonConfig,
+    knobs: &SharedDaemonKnobs,
+    machine: &Rc<Machine>,
+    exit_tx: mpsc::UnboundedSender<u64>,
+) -> impl std::future::Future<Output = ()> + 'static {
+    let state = ProcessState {
+        upstream: Session::default(),
+        active: 0,
+        rng: SimRng::new(config.seed ^ crate::rng::mix(pid)),
+    };
+    let ctx = Rc::new(Ctx {
+        pid,
+        rules: config.rules,
+        knobs: knobs.clone(),
+        callbacks: authorize::callbacks(),
+        state: RefCell::new(state),
+        stop: Notify::new(),
+        started_at,
+        fingerprint: config.fingerprint.clone(),
+    });
+    let machine = machine.clone();
+    async move {
+        if run(ctx.clone(), &machine).await.is_ok() {
+            machine.remove_metadata_of(pid);
+        }
+        let _ = exit_tx.send(pid);
+    }
+}
+
+/// Listen, write the metadata, serve connections until a `stop` is answered.
+async fn run(ctx: Rc<Ctx>, machine: &Machine) -> std::io::Result<()> {
+    let socket = port(SOCKET_BASE, ctx.pid);
+    let listener = TcpListener::bind(("0.0.0.0", socket)).await?;
+    let router = authorize::callback_router(ctx.callbacks.clone());
+    let callback_port = port(CALLBACK_BASE, ctx.pid);
+    let _callbacks = spawn_owned(async move {
+        let _ = http::serve(callback_port, router).await;
+    });
+    machine.write_metadata(Metadata {
+        pid: ctx.pid,
+        protocol_version: PROTOCOL_VERSION,
+        socket,
+        config_fingerprint: ctx.fingerprint.clone(),
+        started_at: ctx.started_at,
+    });
+    emit!(kind::DAEMON_START, pid = ctx.pid, socket, protocol_version = PROTOCOL_VERSION);
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _) = accepted?;
+                connections.spawn_local(serve::connection(ctx.clone(), stream));
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            () = ctx.stop.notified() => return Ok(()),
+        }
+    }
+}

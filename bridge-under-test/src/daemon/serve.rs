@@ -1,0 +1,124 @@
+//! One client connection of a daemon process: read the request, write progress frames from
+//! dispatch at the negotiated cadence (only to clients that asked), then the response, then end
+//! the connection. Writes pass the stall knob; a reset fault drops the connection.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use super::config::{PROTOCOL_VERSION, STATUS_TIMEOUT_MIN_MS};
+use super::knobs::lock;
+use super::methods;
+use super::process::Ctx;
+use super::wire::{self, code, Failure, Request};
+use crate::emit;
+use crate::events::kind;
+use crate::seam::{self, TcpStream};
+
+/// Serve one connection; a reset fault ends it early, dropping the work with it.
+pub async fn connection(ctx: Rc<Ctx>, stream: TcpStream) {
+    let (epoch, changed) = {
+        let knobs = lock(&ctx.knobs);
+        (knobs.reset_epoch, knobs.changed.clone())
+    };
+    let reset = async {
+        loop {
+            let notified = changed.notified();
+            if lock(&ctx.knobs).reset_epoch != epoch {
+                return;
+            }
+            notified.await;
+        }
+    };
+    tokio::select! {
+        () = serve(&ctx, stream) => {}
+        () = reset => emit!(kind::FAULT_FIRED, fault = "socket_reset", id = ""),
+    }
+}
+
+async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
+    let (reader, mut writer) = tokio::io::split(stream);
+    let mut lines = BufReader::new(reader).lines();
+    let read = tokio::time::timeout(Duration::from_millis(STATUS_TIMEOUT_MIN_MS), lines.next_line());
+    let Ok(Ok(Some(line))) = read.await else { return };
+    let request: Request = match serde_json::from_str(&line) {
+        Ok(request) => request,
+        Err(error) => {
+            let failure = Failure::new(code::INVALID_JSON, format!("invalid request: {error}"));
+            let _ = write_line(ctx, &mut writer, &wire::response("", &Err(failure))).await;
+            return;
+        }
+    };
+    let interval_ms = frame_interval_ms(ctx, &request);
+    let first_ms = ctx.rules.first_frame_ms();
+    emit!(
+        kind::DAEMON_REQUEST,
+        pid = ctx.pid,
+        id = %request.id,
+        method = %request.method,
+        interval_ms = interval_ms.unwrap_or(0),
+        first_ms = if interval_ms.is_some() { first_ms } else { 0 }
+    );
+    ctx.state.borrow_mut().active += 1;
+    let outcome = with_frames(ctx, &mut writer, &request, interval_ms).await;
+    ctx.state.borrow_mut().active -= 1;
+    let Ok(outcome) = outcome else { return };
+    let (ok, code) = (outcome.is_ok(), outcome.as_ref().err().map_or("", |f| f.code));
+    if write_line(ctx, &mut writer, &wire::response(&request.id, &outcome)).await.is_err() {
+        return;
+    }
+    emit!(kind::DAEMON_REPLY, pid = ctx.pid, id = %request.id, ok, code);
+    let _ = writer.shutdown().await;
+    if request.method == "stop" && ok {
+        ctx.stop.notify_one();
+    }
+}
+
+/// The cadence for this client, or `None` when it gets no frames: only protocol-2 clients that
+/// asked with `progressIntervalMs`.
+fn frame_interval_ms(ctx: &Ctx, request: &Request) -> Option<u64> {
+    let asked = request.progress_interval_ms?;
+    let modern = request.protocol_version.is_some_and(|v| v >= PROTOCOL_VERSION);
+    (modern && !ctx.rules.bugs.no_progress_frames).then(|| ctx.rules.frame_interval_ms(asked))
+}
+
+/// Run the request's work, writing a progress frame at `first_frame_ms` after dispatch and then
+/// every interval until it ends. `Err` when the client has gone.
+async fn with_frames<W: AsyncWriteExt + Unpin>(
+    ctx: &Rc<Ctx>,
+    writer: &mut W,
+    request: &Request,
+    interval_ms: Option<u64>,
+) -> std::io::Result<Result<Value, Failure>> {
+    let work = methods::dispatch(ctx, request);
+    tokio::pin!(work);
+    let Some(interval_ms) = interval_ms else { return Ok(work.await) };
+    let interval = Duration::from_millis(interval_ms);
+    let mut next = seam::now() + Duration::from_millis(ctx.rules.first_frame_ms());
+    loop {
+        tokio::select! {
+            outcome = &mut work => return Ok(outcome),
+            () = tokio::time::sleep_until(next) => {
+                write_line(ctx, writer, &wire::progress(&request.id)).await?;
+                // After a stall, one frame, then the cadence again: no burst of stale frames.
+                next = (next + interval).max(seam::now());
+            }
+        }
+    }
+}
+
+/// Write one line, waiting while the event loop is stalled.
+async fn write_line<W: AsyncWriteExt + Unpin>(ctx: &Ctx, writer: &mut W, line: &str) -> std::io::Result<()> {
+    loop {
+        let changed = lock(&ctx.knobs).changed.clone();
+        let notified = changed.notified();
+        if !lock(&ctx.knobs).stall {
+            break;
+        }
+        notified.await;
+    }
+    writer.write_all(format!("{line}\n").as_bytes()).await?;
+    writer.flush().await
+}

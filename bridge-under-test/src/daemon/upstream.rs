@@ -1,0 +1,121 @@
+//! The daemon's warm connection to the upstream MCP server: JSON-RPC over HTTP POST with the
+//! bearer token, `initialize` once per process, and the OAuth flow when the server answers 401.
+
+use std::rc::Rc;
+
+use rmcp::model::{ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion};
+use serde_json::{json, Value};
+
+use super::mcp::REQUEST_META;
+use super::process::Ctx;
+use super::{authorize, MCP_PORT};
+use crate::events::host;
+use crate::net::http;
+
+/// Why an upstream step failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamError {
+    /// A deadline of the operation expired (OAuth wait, a page, the ceiling).
+    Timeout(String),
+    Failed(String),
+}
+
+/// What the daemon keeps of its upstream connection.
+#[derive(Debug, Default)]
+pub struct Session {
+    pub token: Option<String>,
+    pub initialized: bool,
+    /// The client id from dynamic registration, reused by later flows.
+    pub client_id: Option<String>,
+    next_id: u64,
+}
+
+impl Session {
+    /// `closeServer`: drop the warm connection (the token stays).
+    pub fn close(&mut self) {
+        self.initialized = false;
+    }
+}
+
+/// What an HTTP exchange with the server gave.
+enum Exchange {
+    Result(Value),
+    Unauthorized,
+}
+
+/// Make sure the session is initialized, authorizing first if the server asks for it; the
+/// OAuth wait is bounded by `oauth_bound_ms`.
+pub async fn connect(ctx: &Rc<Ctx>, request_id: &str, oauth_bound_ms: u64) -> Result<(), UpstreamError> {
+    if ctx.state.borrow().upstream.initialized {
+        return Ok(());
+    }
+    for _ in 0..2 {
+        match exchange(ctx, request_id, "initialize", initialize_params(), true).await? {
+            Exchange::Result(_) => {
+                let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+                post(ctx, note).await?;
+                ctx.state.borrow_mut().upstream.initialized = true;
+                return Ok(());
+            }
+            Exchange::Unauthorized => {
+                let token = authorize::run(ctx, request_id, oauth_bound_ms).await?;
+                ctx.state.borrow_mut().upstream.token = Some(token);
+            }
+        }
+    }
+    Err(UpstreamError::Failed("the MCP server refused the new token".into()))
+}
+
+fn initialize_params() -> Value {
+    let params = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("sim-daemon", "2.0.0"))
+        .with_protocol_version(ProtocolVersion::V_2025_11_25);
+    serde_json::to_value(params).unwrap_or(Value::Null)
+}
+
+/// One JSON-RPC request on the session; its result.
+pub async fn rpc(ctx: &Rc<Ctx>, request_id: &str, method: &str, params: Value) -> Result<Value, UpstreamError> {
+    match exchange(ctx, request_id, method, params, false).await? {
+        Exchange::Result(result) => Ok(result),
+        Exchange::Unauthorized => Err(UpstreamError::Failed(format!("{method}: unauthorized"))),
+    }
+}
+
+async fn exchange(
+    ctx: &Rc<Ctx>,
+    request_id: &str,
+    method: &str,
+    mut params: Value,
+    allow_401: bool,
+) -> Result<Exchange, UpstreamError> {
+    let id = {
+        let mut state = ctx.state.borrow_mut();
+        state.upstream.next_id += 1;
+        state.upstream.next_id
+    };
+    params["_meta"] = json!({ REQUEST_META: request_id });
+    let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let reply = post(ctx, msg).await?;
+    if reply.status == 401 && allow_401 {
+        return Ok(Exchange::Unauthorized);
+    }
+    if reply.status != 200 {
+        return Err(UpstreamError::Failed(format!("{method}: HTTP {}", reply.status)));
+    }
+    let body: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
+    if let Some(message) = body.pointer("/error/message").and_then(Value::as_str) {
+        return Err(UpstreamError::Failed(format!("{method}: {message}")));
+    }
+    body.get("result").cloned().map(Exchange::Result).ok_or_else(|| {
+        UpstreamError::Failed(format!("{method}: not a JSON-RPC response"))
+    })
+}
+
+async fn post(ctx: &Ctx, msg: Value) -> Result<http::Reply, UpstreamError> {
+    let mut headers = vec![("content-type", "application/json".to_string())];
+    if let Some(token) = ctx.state.borrow().upstream.token.clone() {
+        headers.push(("authorization", format!("Bearer {token}")));
+    }
+    http::fetch((host::MCP, MCP_PORT), "POST", "/mcp", &headers, msg.to_string())
+        .await
+        .map_err(|e| UpstreamError::Failed(format!("MCP server unreachable: {e}")))
+}

@@ -1,0 +1,427 @@
+//! The daemon family's checkers: pure functions over a recorded trace. Each opens with the
+//! property it checks. They read the bounds from the trace's `run.spec` event and the caller's
+//! deadline from each request line, so a saved trace can be checked offline.
+
+use std::collections::BTreeMap;
+
+use bridge_under_test::events::{host, kind};
+use serde_json::Value;
+
+use super::faults::DISRUPTIVE;
+use crate::schema::McpSchema;
+use crate::trace::{Trace, TraceEvent, Violation};
+
+/// At most this many violations are reported per checker: the first ones tell the story.
+const MAX_PER_CHECKER: usize = 3;
+
+pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
+
+/// The checkers, by name.
+pub const CHECKERS: &[(&str, Checker)] = &[
+    ("no_early_timeout", no_early_timeout),
+    ("one_oauth_flow_per_action", one_oauth_flow_per_action),
+    ("executes_once", executes_once),
+    ("no_needless_launch", no_needless_launch),
+    ("bounded_latency", bounded_latency),
+    ("silent_daemon_detected", silent_daemon_detected),
+    ("listing_ends", listing_ends),
+    ("schema_valid", schema_valid),
+];
+
+/// Run every checker.
+pub fn check(trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
+    let facts = Facts::new(trace, schema);
+    CHECKERS.iter().flat_map(|(_, checker)| checker(&facts)).collect()
+}
+
+/// How an attempt ended at the CLI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct End {
+    pub index: usize,
+    pub at_ms: u64,
+    pub ok: bool,
+    /// The daemon's error code, or the transport reason.
+    pub code: String,
+    pub transport: bool,
+}
+
+/// One request the CLI sent (one connection).
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub index: usize,
+    pub at_ms: u64,
+    pub id: String,
+    pub action: u64,
+    pub method: String,
+    pub timeout_ms: Option<u64>,
+    /// The later of the send and the last frame whose id matched.
+    pub last_activity_ms: u64,
+    pub end: Option<End>,
+}
+
+/// One user invocation.
+#[derive(Debug, Clone)]
+pub struct Action {
+    pub action: u64,
+    pub start_ms: u64,
+    pub end_ms: Option<u64>,
+}
+
+/// Facts derived once from a trace and shared by the checkers.
+pub struct Facts<'a> {
+    pub trace: &'a Trace,
+    pub schema: &'a McpSchema,
+    pub oauth_timeout_ms: u64,
+    pub sdk_request_timeout_ms: u64,
+    pub daemon_timeout_ms: u64,
+    pub max_pages: u64,
+    pub slack_ms: u64,
+    pub horizon_ms: u64,
+    pub actions: Vec<Action>,
+    pub attempts: Vec<Attempt>,
+    /// Windows in which a disruptive fault (stall, crash, reset) was in effect.
+    pub disruptions: Vec<(u64, u64)>,
+}
+
+impl<'a> Facts<'a> {
+    pub fn new(trace: &'a Trace, schema: &'a McpSchema) -> Self {
+        let spec = trace.first(kind::RUN_SPEC);
+        let num = |name: &str| spec.map_or(0, |e| e.num(name));
+        let mut facts = Facts {
+            trace,
+            schema,
+            oauth_timeout_ms: num("oauth_timeout_ms"),
+            sdk_request_timeout_ms: num("sdk_request_timeout_ms"),
+            daemon_timeout_ms: num("daemon_timeout_ms"),
+            max_pages: num("max_pages"),
+            slack_ms: num("slack_ms"),
+            horizon_ms: num("horizon_ms"),
+            actions: Vec::new(),
+            attempts: Vec::new(),
+            disruptions: Vec::new(),
+        };
+        facts.collect_cli();
+        facts.collect_disruptions();
+        facts
+    }
+
+    fn collect_cli(&mut self) {
+        let mut by_id: BTreeMap<String, usize> = BTreeMap::new();
+        for (index, event) in self.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::CLI) {
+            let id = event.text("id");
+            match event.kind.as_str() {
+                kind::CLI_ACTION => {
+                    let action = Action { action: event.num("action"), start_ms: event.at_ms, end_ms: None };
+                    self.actions.push(action);
+                }
+                kind::CLI_DONE => {
+                    let action = event.num("action");
+                    if let Some(entry) = self.actions.iter_mut().rev().find(|a| a.action == action) {
+                        entry.end_ms = Some(event.at_ms);
+                    }
+                }
+                kind::CLI_SEND => {
+                    by_id.insert(id.clone(), self.attempts.len());
+                    self.attempts.push(attempt(index, event));
+                }
+                kind::CLI_FRAME if event.get("matched") == Some(&Value::Bool(true)) => {
+                    if let Some(attempt) = by_id.get(&id).map(|&i| &mut self.attempts[i]) {
+                        attempt.last_activity_ms = attempt.last_activity_ms.max(event.at_ms);
+                    }
+                }
+                kind::CLI_REPLY | kind::CLI_FAIL => {
+                    let transport = event.kind == kind::CLI_FAIL;
+                    let code = if transport { event.text("reason") } else { event.text("code") };
+                    let ok = event.get("ok") == Some(&Value::Bool(true));
+                    let end = End { index, at_ms: event.at_ms, ok, code, transport };
+                    if let Some(attempt) = by_id.get(&id).map(|&i| &mut self.attempts[i]) {
+                        attempt.end = Some(end);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn collect_disruptions(&mut self) {
+        let mut open: BTreeMap<String, u64> = BTreeMap::new();
+        for (_, event) in self.trace.of_kind(kind::FAULT_INJECTED) {
+            let fault = event.text("fault");
+            if fault == "heal" {
+                for (_, start) in std::mem::take(&mut open) {
+                    self.disruptions.push((start, event.at_ms));
+                }
+            } else if DISRUPTIVE.contains(&fault.as_str()) {
+                match (fault.as_str(), event.text("phase").as_str()) {
+                    ("daemon_stall", "start") => {
+                        open.insert(event.text("detail"), event.at_ms);
+                    }
+                    ("daemon_stall", _) => {
+                        let start = open.remove(&event.text("detail")).unwrap_or(event.at_ms);
+                        self.disruptions.push((start, event.at_ms));
+                    }
+                    _ => self.disruptions.push((event.at_ms, event.at_ms)),
+                }
+            }
+        }
+        self.disruptions.extend(open.into_values().map(|start| (start, self.horizon_ms)));
+    }
+
+    /// Whether a disruptive fault touched the action (or the tick before it began).
+    pub fn disrupted(&self, action: u64) -> bool {
+        let Some(action) = self.actions.iter().find(|a| a.action == action) else { return false };
+        let (from, to) = (action.start_ms.saturating_sub(self.slack_ms), action.end_ms.unwrap_or(self.horizon_ms));
+        self.disruptions.iter().any(|(start, end)| *start <= to && *end >= from)
+    }
+
+    /// The action in progress at `at_ms`.
+    pub fn action_at(&self, at_ms: u64) -> Option<u64> {
+        let within = |a: &&Action| a.start_ms <= at_ms && a.end_ms.is_none_or(|end| at_ms <= end);
+        self.actions.iter().rev().find(within).map(|a| a.action)
+    }
+
+    /// The caller's deadline `d` of an attempt.
+    pub fn deadline_ms(&self, attempt: &Attempt) -> u64 {
+        attempt.timeout_ms.unwrap_or(self.daemon_timeout_ms)
+    }
+
+    /// The operation ceiling of a fixed-phase attempt.
+    pub fn ceiling_ms(&self, attempt: &Attempt) -> u64 {
+        self.oauth_timeout_ms + attempt.timeout_ms.unwrap_or(self.sdk_request_timeout_ms)
+    }
+
+    /// Whether an authorization prompt shown in `[from, to]` was still without a token at `to`.
+    pub fn flow_pending(&self, from: u64, to: u64) -> bool {
+        let prompts = self.trace.of_kind(kind::BROWSER_PROMPT).filter(|(_, e)| e.at_ms >= from && e.at_ms <= to);
+        prompts.into_iter().any(|(_, prompt)| {
+            !self.trace.of_kind(kind::OAUTH_TOKEN).any(|(_, token)| {
+                token.get("ok") == Some(&Value::Bool(true)) && token.at_ms >= prompt.at_ms && token.at_ms <= to
+            })
+        })
+    }
+
+    fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
+        let at_ms = self.trace.events.get(index).map_or(0, |e| e.at_ms);
+        Violation { invariant: invariant.to_string(), at_ms, event_index: index, detail }
+    }
+}
+
+fn attempt(index: usize, event: &TraceEvent) -> Attempt {
+    let msg: Value = serde_json::from_str(&event.text("msg")).unwrap_or(Value::Null);
+    Attempt {
+        index,
+        at_ms: event.at_ms,
+        id: event.text("id"),
+        action: event.num("action"),
+        method: msg.get("method").and_then(Value::as_str).unwrap_or("").to_string(),
+        timeout_ms: msg.pointer("/params/timeoutMs").and_then(Value::as_u64),
+        last_activity_ms: event.at_ms,
+        end: None,
+    }
+}
+
+/// The action a daemon request id (`a<action>.<attempt>`) belongs to.
+pub fn action_of(request: &str) -> Option<u64> {
+    request.strip_prefix('a')?.split('.').next()?.parse().ok()
+}
+
+fn fixed_phase(method: &str) -> bool {
+    matches!(method, "callTool" | "listResources" | "readResource" | "closeServer")
+}
+
+fn capped(mut violations: Vec<Violation>) -> Vec<Violation> {
+    violations.truncate(MAX_PER_CHECKER);
+    violations
+}
+
+/// No request fails before its caller's deadline while its peers are healthy: no transport
+/// timeout on an undisturbed daemon, and no `operation_timeout` before the bound of the phase it
+/// was in (the OAuth wait, a page, the ceiling).
+pub fn no_early_timeout(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for attempt in &facts.attempts {
+        let Some(end) = &attempt.end else { continue };
+        let elapsed = end.at_ms - attempt.at_ms.min(end.at_ms);
+        if end.transport && matches!(end.code.as_str(), "idle" | "budget") && !facts.disrupted(attempt.action) {
+            let detail = format!(
+                "{} {} failed with a transport {} after {elapsed} ms while the daemon was healthy",
+                attempt.method, attempt.id, end.code
+            );
+            found.push(facts.violation("no_early_timeout", end.index, detail));
+        } else if end.code == "operation_timeout" {
+            let pending = facts.flow_pending(attempt.at_ms, end.at_ms);
+            let floor = match (attempt.method == "listTools", pending) {
+                (true, true) => attempt.timeout_ms.unwrap_or(facts.oauth_timeout_ms),
+                (true, false) => attempt.timeout_ms.unwrap_or(facts.sdk_request_timeout_ms),
+                (false, true) => facts.oauth_timeout_ms,
+                (false, false) => facts.ceiling_ms(attempt),
+            };
+            if elapsed + facts.slack_ms < floor {
+                let phase = if pending { "the OAuth wait" } else { "its deadline" };
+                let detail = format!(
+                    "{} {} timed out after {elapsed} ms, before {phase} of {floor} ms",
+                    attempt.method, attempt.id
+                );
+                found.push(facts.violation("no_early_timeout", end.index, detail));
+            }
+        }
+    }
+    capped(found)
+}
+
+/// At most one OAuth authorization flow (a browser prompt) per user action.
+pub fn one_oauth_flow_per_action(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut seen: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::BROWSER_PROMPT) {
+        let Some(action) = facts.action_at(event.at_ms) else { continue };
+        let count = seen.entry(action).or_default();
+        *count += 1;
+        if *count > 1 && !facts.disrupted(action) {
+            let detail = format!("action {action} prompted the user {count} times for authorization");
+            found.push(facts.violation("one_oauth_flow_per_action", index, detail));
+        }
+    }
+    capped(found)
+}
+
+/// The daemon executes each logical request once upstream, unless a disruption forced a retry.
+pub fn executes_once(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut seen: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::SERVER_EXEC) {
+        let Some(action) = action_of(&event.text("request")) else { continue };
+        let count = seen.entry(action).or_default();
+        *count += 1;
+        if *count > 1 && !facts.disrupted(action) {
+            let detail = format!("action {action}'s {} executed {count} times upstream", event.text("method"));
+            found.push(facts.violation("executes_once", index, detail));
+        }
+    }
+    capped(found)
+}
+
+/// No daemon launch the user did not need: the CLI never replaces a healthy daemon.
+pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    let mut exits: Vec<(u64, String)> = Vec::new();
+    for (index, event) in facts.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::DAEMON) {
+        match event.kind.as_str() {
+            kind::DAEMON_EXIT => exits.push((event.at_ms, event.text("reason"))),
+            kind::DAEMON_LAUNCH => {
+                let Some(action) = facts.action_at(event.at_ms) else { continue };
+                let Some(start) = facts.actions.iter().find(|a| a.action == action).map(|a| a.start_ms) else {
+                    continue;
+                };
+                let replaced = exits.iter().any(|(at, reason)| *at >= start && reason != "crash");
+                if replaced && !facts.disrupted(action) {
+                    let detail = format!("pid {} launched to replace a healthy daemon during action {action}", event.num("pid"));
+                    found.push(facts.violation("no_needless_launch", index, detail));
+                }
+            }
+            _ => {}
+        }
+    }
+    capped(found)
+}
+
+/// Every fixed-phase request ends within its operation ceiling: heartbeats never keep it open.
+pub fn bounded_latency(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for attempt in facts.attempts.iter().filter(|a| fixed_phase(&a.method)) {
+        let due = attempt.at_ms + facts.ceiling_ms(attempt) + facts.slack_ms;
+        let (late, index) = match &attempt.end {
+            Some(end) => (end.at_ms > due, end.index),
+            None => (due <= facts.horizon_ms, attempt.index),
+        };
+        if late {
+            let detail = format!(
+                "{} {} sent at {} ms still open past its ceiling of {} ms",
+                attempt.method, attempt.id, attempt.at_ms, facts.ceiling_ms(attempt)
+            );
+            found.push(facts.violation("bounded_latency", index, detail));
+        }
+    }
+    capped(found)
+}
+
+/// A silent daemon is detected within the caller's deadline: no request outlives its idle
+/// budget after the last frame it received.
+pub fn silent_daemon_detected(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for attempt in &facts.attempts {
+        let deadline = facts.deadline_ms(attempt);
+        let due = attempt.last_activity_ms + deadline + facts.slack_ms;
+        let (late, index) = match &attempt.end {
+            Some(end) => (end.at_ms > due, end.index),
+            None => (due <= facts.horizon_ms, attempt.index),
+        };
+        if late {
+            let detail = format!(
+                "{} {} heard nothing since {} ms yet stayed open past its {deadline} ms deadline",
+                attempt.method, attempt.id, attempt.last_activity_ms
+            );
+            found.push(facts.violation("silent_daemon_detected", index, detail));
+        }
+    }
+    capped(found)
+}
+
+/// A listing ends: it never fetches a cursor twice and never more than `max_pages` pages.
+pub fn listing_ends(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut cursors: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::SERVER_RECV) {
+        let msg: Value = serde_json::from_str(&event.text("msg")).unwrap_or(Value::Null);
+        if msg.get("method").and_then(Value::as_str) != Some("tools/list") {
+            continue;
+        }
+        let cursor = msg.pointer("/params/cursor").and_then(Value::as_str).unwrap_or("").to_string();
+        let seen = cursors.entry(event.text("request")).or_default();
+        let repeated = seen.contains(&cursor);
+        seen.push(cursor.clone());
+        if repeated || seen.len() as u64 > facts.max_pages {
+            let detail = format!(
+                "listing for {} fetched page {} (cursor {cursor:?}){}",
+                event.text("request"),
+                seen.len(),
+                if repeated { ", a cursor it had already fetched" } else { ", past the page cap" }
+            );
+            found.push(facts.violation("listing_ends", index, detail));
+        }
+    }
+    capped(found)
+}
+
+/// Every upstream MCP message validates against the MCP 2025-11-25 schema; a result against the
+/// result type of its request's method.
+pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut methods: BTreeMap<String, String> = BTreeMap::new();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::MCP) {
+        let text = event.text("msg");
+        let Ok(msg) = serde_json::from_str::<Value>(&text) else { continue };
+        let result = match event.kind.as_str() {
+            kind::SERVER_RECV => {
+                if let (Some(id), Some(method)) = (msg.get("id"), msg.get("method").and_then(Value::as_str)) {
+                    methods.insert(id.to_string(), method.to_string());
+                }
+                facts.schema.validate_client_message(&msg)
+            }
+            kind::SERVER_SEND => {
+                let method = msg.get("id").and_then(|id| methods.get(&id.to_string()));
+                facts.schema.validate_server_message(&msg, method.map(String::as_str))
+            }
+            _ => Ok(()),
+        };
+        if let Err(error) = result {
+            let detail = format!("{} {text}: {error}", event.kind);
+            found.push(facts.violation("schema_valid", index, detail));
+        }
+    }
+    capped(found)
+}
+
+#[cfg(test)]
+#[path = "checks_tests.rs"]
+mod tests;

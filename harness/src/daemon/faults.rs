@@ -1,0 +1,173 @@
+//! The daemon family's faults: plain data, applied between simulation steps by one function that
+//! also records a `fault.injected` event. "Smaller" means milder: fewer faults, shorter windows.
+//! Mock-level faults (approval, pages, cursors, a wedged method, a slow tool, a caller's
+//! deadline) take effect at time 0; the daemon's own faults at their onset.
+
+use bridge_under_test::daemon::client::SharedCliKnobs;
+use bridge_under_test::daemon::knobs::{
+    lock, Approval, SharedBrowserKnobs, SharedDaemonKnobs, SharedMcpKnobs,
+};
+use bridge_under_test::daemon::machine::{Exit, Machine};
+use bridge_under_test::emit;
+use bridge_under_test::events::kind;
+use serde::{Deserialize, Serialize};
+
+use crate::family::Phase;
+
+/// One fault.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "fault", rename_all = "snake_case")]
+pub enum DaemonFault {
+    /// The user approves the authorization prompt only after `delay_ms`: a user who is away.
+    ApprovalDelay { delay_ms: u64 },
+    /// The user never approves: the prompt sits in a background tab.
+    ApprovalNever,
+    /// Page `page` of every listing is answered `delay_ms` late: a slow backend query.
+    PageDelay { page: u32, delay_ms: u64 },
+    /// Page `page` (≥ 2) answers with a cursor it already gave: a server whose pagination loops.
+    RepeatedCursor { page: u32 },
+    /// Every page has a fresh next cursor: a server that never runs out of pages.
+    EndlessCursors,
+    /// `method` is accepted and never answered: a wedged server.
+    WedgedMethod { method: String },
+    /// `tools/call` runs `run_ms` whatever it was asked: a slow tool.
+    SlowTool { run_ms: u64 },
+    /// The daemon's event loop writes nothing from `at_ms` for `for_ms`: a blocked event loop.
+    DaemonStall { at_ms: u64, for_ms: u64 },
+    /// The daemon process dies: an OOM kill or a crash.
+    DaemonCrash { at_ms: u64 },
+    /// The daemon's open client connections are reset: a socket torn down under it.
+    SocketReset { at_ms: u64 },
+    /// Invocation `action` (1-based) runs with caller deadline `timeout_ms`: a user or a script
+    /// passing a small (< 250 ms) or a large `timeoutMs`.
+    CallerDeadline { action: usize, timeout_ms: u64 },
+}
+
+/// The kinds, for swarm profiles.
+pub const KINDS: &[&str] = &[
+    "approval_delay",
+    "approval_never",
+    "page_delay",
+    "repeated_cursor",
+    "endless_cursors",
+    "wedged_method",
+    "slow_tool",
+    "daemon_stall",
+    "daemon_crash",
+    "socket_reset",
+    "caller_deadline",
+];
+
+/// The kinds that disturb the daemon or its socket: a request they touch may legitimately fail,
+/// be retried, relaunch the daemon and run twice.
+pub const DISRUPTIVE: &[&str] = &["daemon_stall", "daemon_crash", "socket_reset"];
+
+impl DaemonFault {
+    /// The kind's name, as in [`KINDS`].
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::ApprovalDelay { .. } => "approval_delay",
+            Self::ApprovalNever => "approval_never",
+            Self::PageDelay { .. } => "page_delay",
+            Self::RepeatedCursor { .. } => "repeated_cursor",
+            Self::EndlessCursors => "endless_cursors",
+            Self::WedgedMethod { .. } => "wedged_method",
+            Self::SlowTool { .. } => "slow_tool",
+            Self::DaemonStall { .. } => "daemon_stall",
+            Self::DaemonCrash { .. } => "daemon_crash",
+            Self::SocketReset { .. } => "socket_reset",
+            Self::CallerDeadline { .. } => "caller_deadline",
+        }
+    }
+
+    /// When it starts and, for windowed faults, when it ends.
+    pub fn window(&self) -> (u64, Option<u64>) {
+        match self {
+            Self::DaemonStall { at_ms, for_ms } => (*at_ms, Some(at_ms + for_ms)),
+            Self::DaemonCrash { at_ms } | Self::SocketReset { at_ms } => (*at_ms, None),
+            _ => (0, None),
+        }
+    }
+}
+
+/// What faults act on.
+pub struct Targets<'a> {
+    pub mcp: &'a SharedMcpKnobs,
+    pub browser: &'a SharedBrowserKnobs,
+    pub daemon: &'a SharedDaemonKnobs,
+    pub cli: &'a SharedCliKnobs,
+    pub machine: &'a Machine,
+}
+
+/// Apply one phase of a fault, recording it.
+pub fn apply(fault: &DaemonFault, phase: Phase, targets: &Targets<'_>) {
+    let detail = serde_json::to_string(fault).unwrap_or_default();
+    let phase_name = if phase == Phase::Start { "start" } else { "end" };
+    emit!(kind::FAULT_INJECTED, fault = fault.name(), phase = phase_name, detail = %detail);
+    let on = phase == Phase::Start;
+    let mut mcp = lock(targets.mcp);
+    match fault {
+        DaemonFault::ApprovalDelay { delay_ms } => {
+            lock(targets.browser).approval = Approval::After(*delay_ms);
+        }
+        DaemonFault::ApprovalNever => lock(targets.browser).approval = Approval::Never,
+        DaemonFault::PageDelay { page, delay_ms } => {
+            mcp.page_delays.insert(*page, *delay_ms);
+        }
+        DaemonFault::RepeatedCursor { page } => mcp.repeat_at_page = Some(*page),
+        DaemonFault::EndlessCursors => mcp.endless = true,
+        DaemonFault::WedgedMethod { method } => {
+            mcp.wedged.insert(method.clone());
+        }
+        DaemonFault::SlowTool { run_ms } => mcp.slow_tool_ms = Some(*run_ms),
+        DaemonFault::DaemonStall { .. } => {
+            let mut daemon = lock(targets.daemon);
+            daemon.stall = on;
+            daemon.notify();
+        }
+        DaemonFault::DaemonCrash { .. } => {
+            for pid in targets.machine.live_pids() {
+                targets.machine.kill(pid, Exit::Crash);
+            }
+        }
+        DaemonFault::SocketReset { .. } => {
+            let mut daemon = lock(targets.daemon);
+            daemon.reset_epoch += 1;
+            daemon.notify();
+        }
+        DaemonFault::CallerDeadline { action, timeout_ms } => {
+            lock(targets.cli).deadlines.insert(*action, *timeout_ms);
+        }
+    }
+}
+
+/// Stop injecting: end a stall. Mock faults stay: liveness must hold against a wedged server.
+pub fn heal(daemon: &SharedDaemonKnobs) {
+    let mut daemon = lock(daemon);
+    daemon.stall = false;
+    daemon.notify();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_round_trip_through_json() {
+        let faults = vec![
+            DaemonFault::ApprovalNever,
+            DaemonFault::DaemonStall { at_ms: 10, for_ms: 20 },
+            DaemonFault::WedgedMethod { method: "tools/call".into() },
+            DaemonFault::CallerDeadline { action: 1, timeout_ms: 30 },
+        ];
+        let text = serde_json::to_string(&faults).unwrap();
+        assert!(text.contains(r#"{"fault":"approval_never"}"#), "{text}");
+        let back: Vec<DaemonFault> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, faults);
+        for fault in &faults {
+            assert!(KINDS.contains(&fault.name()));
+        }
+        assert_eq!(faults[1].window(), (10, Some(30)));
+        assert_eq!(faults[3].window(), (0, None));
+    }
+}

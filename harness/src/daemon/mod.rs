@@ -1,0 +1,177 @@
+//! The daemon family in the harness: its scenario, how it is set up in a simulation, its spec
+//! (the constants checkers judge against), faults, generators and checkers.
+
+pub mod checks;
+pub mod faults;
+pub mod strategy;
+
+use std::collections::BTreeSet;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use bridge_under_test::daemon::client::{self, Cli, CliKnobs, Invocation, SharedCliKnobs};
+use bridge_under_test::daemon::knobs::{
+    Approval, BrowserKnobs, DaemonKnobs, McpKnobs, SharedBrowserKnobs, SharedDaemonKnobs,
+    SharedMcpKnobs,
+};
+use bridge_under_test::daemon::machine::Machine;
+use bridge_under_test::daemon::process::{self, DaemonConfig};
+use bridge_under_test::daemon::{browser, mcp, oauth, DaemonBugs, Rules, Timing};
+use bridge_under_test::emit;
+use bridge_under_test::events::{host, kind};
+use serde::{Deserialize, Serialize};
+
+use crate::family::{self, Phase, Scheduled};
+use crate::scenario::{FamilyScenario, Scenario, SimParams};
+use crate::seed::derive;
+use faults::{DaemonFault, Targets};
+
+/// Everything a daemon run depends on besides the simulator's own parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonScenario {
+    pub bugs: DaemonBugs,
+    pub timing: Timing,
+    /// Pages in a `tools/list` listing.
+    pub pages: u32,
+    /// How long the user takes to approve a prompt when no fault says otherwise.
+    pub approval_ms: u64,
+    pub invocations: Vec<Invocation>,
+    pub faults: Vec<DaemonFault>,
+    /// The swarm profile: which fault kinds this seed turned on.
+    #[serde(default)]
+    pub profile: Vec<String>,
+}
+
+impl DaemonScenario {
+    /// The caller deadline of each invocation (1-based action order), after deadline faults.
+    pub fn deadlines(&self) -> Vec<Option<u64>> {
+        let mut deadlines: Vec<Option<u64>> = self.invocations.iter().map(|i| i.timeout_ms).collect();
+        for fault in &self.faults {
+            if let DaemonFault::CallerDeadline { action, timeout_ms } = fault {
+                if let Some(slot) = action.checked_sub(1).and_then(|i| deadlines.get_mut(i)) {
+                    *slot = Some(*timeout_ms);
+                }
+            }
+        }
+        deadlines
+    }
+}
+
+/// The spec: MODEL.md §2.3's bounds as the checkers read them from `run.spec`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    pub timing: Timing,
+    /// Scheduling slack: ticks between the CLI, the daemon and the servers.
+    pub slack_ms: u64,
+}
+
+impl Spec {
+    pub fn new(timing: Timing, tick_ms: u64) -> Self {
+        Self { timing, slack_ms: 8 * tick_ms }
+    }
+}
+
+/// A daemon scenario set up inside a simulation: holds what faults act on.
+pub struct Driver {
+    scenario: DaemonScenario,
+    mcp: SharedMcpKnobs,
+    browser: SharedBrowserKnobs,
+    daemon: SharedDaemonKnobs,
+    cli: SharedCliKnobs,
+    machine: Rc<Machine>,
+}
+
+impl Driver {
+    /// Register the hosts (cli, daemon, mcp, oauth, browser) in `sim`, seeded from `seed`.
+    pub fn setup(scenario: &DaemonScenario, seed: u64, sim: &mut turmoil::Sim<'_>) -> Self {
+        let rules = Rules { timing: scenario.timing, bugs: scenario.bugs };
+        let machine = Machine::shared();
+        let issued: oauth::SharedIssued = Arc::new(Mutex::new(BTreeSet::new()));
+        let mcp_knobs = Arc::new(Mutex::new(McpKnobs { pages: scenario.pages, ..McpKnobs::default() }));
+        let approval = Approval::After(scenario.approval_ms);
+        let browser_knobs = Arc::new(Mutex::new(BrowserKnobs { approval }));
+        let daemon_knobs = DaemonKnobs::shared();
+        let cli_knobs = Arc::new(Mutex::new(CliKnobs::default()));
+        let (knobs, tokens) = (mcp_knobs.clone(), issued.clone());
+        sim.host(host::MCP, move || mcp::run(knobs.clone(), tokens.clone()));
+        let oauth_seed = derive(seed, "oauth");
+        sim.host(host::OAUTH, move || oauth::run(oauth_seed, issued.clone()));
+        let knobs = browser_knobs.clone();
+        sim.host(host::BROWSER, move || browser::run(knobs.clone()));
+        let config = DaemonConfig { rules, fingerprint: "config-1".into(), seed: derive(seed, "daemon") };
+        let (knobs, table) = (daemon_knobs.clone(), machine.clone());
+        sim.host(host::DAEMON, move || process::supervise(table.clone(), config.clone(), knobs.clone()));
+        let cli = Cli { rules, machine: machine.clone(), knobs: cli_knobs.clone() };
+        sim.client(host::CLI, client::run(cli, scenario.invocations.clone()));
+        Self {
+            scenario: scenario.clone(),
+            mcp: mcp_knobs,
+            browser: browser_knobs,
+            daemon: daemon_knobs,
+            cli: cli_knobs,
+            machine,
+        }
+    }
+}
+
+impl family::Driver for Driver {
+    fn emit_spec(&self, params: &SimParams) {
+        let spec = Spec::new(self.scenario.timing, params.tick_ms);
+        emit!(
+            kind::RUN_SPEC,
+            family = "daemon",
+            oauth_timeout_ms = spec.timing.oauth_timeout_ms,
+            sdk_request_timeout_ms = spec.timing.sdk_request_timeout_ms,
+            daemon_timeout_ms = spec.timing.daemon_timeout_ms,
+            max_pages = u64::from(bridge_under_test::daemon::config::MAX_PAGES),
+            slack_ms = spec.slack_ms,
+            horizon_ms = params.horizon_ms,
+            bugs = %self.scenario.bugs.enabled().join("+"),
+            profile = %self.scenario.profile.join("+")
+        );
+    }
+
+    fn schedule(&self) -> Vec<Scheduled> {
+        let mut out = Vec::new();
+        for (fault, spec) in self.scenario.faults.iter().enumerate() {
+            let (start, end) = spec.window();
+            out.push(Scheduled { at_ms: start, fault, phase: Phase::Start });
+            if let Some(end) = end {
+                out.push(Scheduled { at_ms: end, fault, phase: Phase::End });
+            }
+        }
+        family::sorted(out)
+    }
+
+    fn apply(&self, scheduled: &Scheduled, _sim: &mut turmoil::Sim<'_>) {
+        let targets = Targets {
+            mcp: &self.mcp,
+            browser: &self.browser,
+            daemon: &self.daemon,
+            cli: &self.cli,
+            machine: &self.machine,
+        };
+        faults::apply(&self.scenario.faults[scheduled.fault], scheduled.phase, &targets);
+    }
+
+    fn heal(&self, _sim: &mut turmoil::Sim<'_>) {
+        faults::heal(&self.daemon);
+    }
+}
+
+/// The whole-scenario strategy for a daemon case: the family's scenario plus the simulator
+/// parameters that suit it (see [`strategy::tick_ms`] for the tick).
+pub fn case_strategy(bugs: DaemonBugs, seed: u64) -> proptest::strategy::BoxedStrategy<Scenario> {
+    use proptest::prelude::*;
+    (strategy::scenario(bugs), any::<bool>())
+        .prop_map(move |(daemon, random_order)| scenario(seed, daemon, random_order))
+        .boxed()
+}
+
+/// A scenario with the family's tick and a horizon that lets every invocation end.
+pub fn scenario(seed: u64, daemon: DaemonScenario, random_order: bool) -> Scenario {
+    let tick_ms = strategy::tick_ms(&daemon);
+    let horizon_ms = strategy::horizon_ms(&daemon, tick_ms);
+    let sim = SimParams { tick_ms, latency_max_ms: 0, random_order, horizon_ms };
+    Scenario { seed, sim, family: FamilyScenario::Daemon(daemon) }
+}

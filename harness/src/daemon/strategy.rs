@@ -1,0 +1,173 @@
+//! proptest strategies for daemon scenarios. Swarm testing: each case first draws which fault
+//! kinds are on, then a timing profile and a workload of 1–4 invocations, then a plan of 0–5
+//! faults of those kinds. Shrinking removes invocations and faults and makes delays shorter.
+
+use bridge_under_test::daemon::client::{Invocation, Method};
+use bridge_under_test::daemon::config::{
+    fixed_phase, MAX_PAGES, POLL_MS, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS, STOP_WAIT_MS,
+};
+use bridge_under_test::daemon::{DaemonBugs, Timing};
+use proptest::prelude::*;
+
+use super::faults::{DaemonFault, KINDS};
+use super::DaemonScenario;
+
+/// The coarsest tick that keeps the timers meaningful: a tenth of the smallest caller deadline
+/// `d`, at most 10 ms. Every message between hosts costs up to a tick, so a request reaches the
+/// daemon and its first frame comes back within two ticks and later frames arrive at most a
+/// tick off their `d/3` cadence: a healthy daemon's frames land well inside `d`, while a first
+/// frame one default interval (250 ms) late, or a 250 ms gap, overshoots any `d` below 250 ms by
+/// more than that jitter. The 10 ms cap keeps the OAuth discovery, registration and code
+/// exchange (a dozen HTTP exchanges) to about a hundred milliseconds, as on a real network, so
+/// a 400 ms deadline can cover an OAuth wait. A 30 ms deadline runs at a 3 ms tick.
+pub fn tick_ms(scenario: &DaemonScenario) -> u64 {
+    let smallest = scenario
+        .deadlines()
+        .into_iter()
+        .map(|d| d.unwrap_or(scenario.timing.daemon_timeout_ms))
+        .min()
+        .unwrap_or(scenario.timing.daemon_timeout_ms);
+    (smallest / 10).clamp(1, 10)
+}
+
+/// How long the run may last: every invocation's worst correct duration, one after another
+/// (two attempts, a restart and a launch each), plus room to judge. A correct run ends far
+/// sooner: the run stops when the CLI exits.
+pub fn horizon_ms(scenario: &DaemonScenario, tick_ms: u64) -> u64 {
+    let timing = &scenario.timing;
+    let delays: u64 = scenario
+        .faults
+        .iter()
+        .map(|fault| match fault {
+            DaemonFault::PageDelay { delay_ms, .. } => *delay_ms,
+            DaemonFault::DaemonStall { for_ms, .. } => *for_ms,
+            _ => 0,
+        })
+        .sum();
+    let restart_ms = STATUS_TIMEOUT_MIN_MS + STOP_WAIT_MS + READY_WAIT_MS + 2 * POLL_MS;
+    let per_action: u64 = scenario
+        .invocations
+        .iter()
+        .zip(scenario.deadlines())
+        .map(|(invocation, deadline)| {
+            let attempt_ms = if fixed_phase(invocation.method.name()) {
+                timing.oauth_timeout_ms + deadline.unwrap_or(timing.sdk_request_timeout_ms)
+            } else {
+                let page_ms = deadline.unwrap_or(timing.sdk_request_timeout_ms);
+                deadline.unwrap_or(timing.oauth_timeout_ms) + 3 * page_ms + u64::from(MAX_PAGES) * 20 * tick_ms
+            };
+            2 * attempt_ms + restart_ms + READY_WAIT_MS
+        })
+        .sum();
+    let last_ms = scenario.invocations.iter().map(|i| i.at_ms).max().unwrap_or(0);
+    last_ms + per_action + delays + 2_000
+}
+
+/// MODEL.md's constants, or a compressed profile whose OAuth wait is seconds, not minutes.
+fn timing() -> impl Strategy<Value = Timing> {
+    let compressed = (1_500u64..=6_000, 15u64..=40, 300u64..=3_000).prop_map(|(oauth, sdk_pct, idle)| Timing {
+        oauth_timeout_ms: oauth,
+        sdk_request_timeout_ms: oauth * sdk_pct / 100,
+        daemon_timeout_ms: idle,
+    });
+    prop_oneof![4 => compressed, 1 => Just(Timing::default())]
+}
+
+/// Which fault kinds are on for this case.
+fn profile() -> impl Strategy<Value = Vec<&'static str>> {
+    prop::collection::vec(any::<bool>(), KINDS.len()).prop_map(|on| {
+        KINDS.iter().zip(on).filter(|(_, on)| *on).map(|(kind, _)| *kind).collect()
+    })
+}
+
+/// A large caller deadline for a timing profile.
+fn large_deadline(timing: &Timing) -> std::ops::RangeInclusive<u64> {
+    if *timing == Timing::default() {
+        1_000..=20_000
+    } else {
+        250..=8_000
+    }
+}
+
+fn invocation(timing: Timing) -> impl Strategy<Value = Invocation> {
+    let method = prop_oneof![
+        4 => Just(Method::ListTools),
+        3 => (5u64..=1_500).prop_map(|work_ms| Method::CallTool { work_ms }),
+        1 => Just(Method::ListResources),
+        1 => Just(Method::ReadResource),
+        1 => Just(Method::CloseServer),
+    ];
+    let timeout = prop::option::weighted(0.6, large_deadline(&timing));
+    (0u64..=1_500, method, timeout).prop_map(|(at_ms, method, timeout_ms)| Invocation { at_ms, method, timeout_ms })
+}
+
+/// 1–4 invocations at increasing nominal times.
+fn workload(timing: Timing) -> impl Strategy<Value = Vec<Invocation>> {
+    prop::collection::vec(invocation(timing), 1..=4).prop_map(|mut invocations| {
+        let mut at_ms = 0;
+        for invocation in &mut invocations {
+            at_ms += invocation.at_ms;
+            invocation.at_ms = at_ms;
+        }
+        invocations
+    })
+}
+
+fn fault(kind: &'static str, timing: &Timing, actions: usize, span_ms: u64) -> BoxedStrategy<DaemonFault> {
+    let big = *large_deadline(timing).end();
+    let oauth = timing.oauth_timeout_ms;
+    let at = 0..=span_ms;
+    match kind {
+        "approval_delay" => (20..=oauth * 13 / 10).prop_map(|delay_ms| DaemonFault::ApprovalDelay { delay_ms }).boxed(),
+        "approval_never" => Just(DaemonFault::ApprovalNever).boxed(),
+        "page_delay" => (1u32..=4, 20..=big)
+            .prop_map(|(page, delay_ms)| DaemonFault::PageDelay { page, delay_ms })
+            .boxed(),
+        "repeated_cursor" => (2u32..=4).prop_map(|page| DaemonFault::RepeatedCursor { page }).boxed(),
+        "endless_cursors" => Just(DaemonFault::EndlessCursors).boxed(),
+        "wedged_method" => prop::sample::select(vec!["tools/call", "resources/list", "resources/read", "tools/list"])
+            .prop_map(|method| DaemonFault::WedgedMethod { method: method.to_string() })
+            .boxed(),
+        "slow_tool" => (100..=oauth + big).prop_map(|run_ms| DaemonFault::SlowTool { run_ms }).boxed(),
+        "daemon_stall" => (at, 50..=3 * big)
+            .prop_map(|(at_ms, for_ms)| DaemonFault::DaemonStall { at_ms, for_ms })
+            .boxed(),
+        "daemon_crash" => at.prop_map(|at_ms| DaemonFault::DaemonCrash { at_ms }).boxed(),
+        "socket_reset" => at.prop_map(|at_ms| DaemonFault::SocketReset { at_ms }).boxed(),
+        _ => {
+            // Small deadlines only with compressed timing: a fine tick over minutes is too slow.
+            let small = if *timing == Timing::default() { 1_000u64..=2_000 } else { 10u64..=240 };
+            let deadline = prop_oneof![3 => small, 1 => large_deadline(timing)];
+            (1..=actions.max(1), deadline)
+                .prop_map(|(action, timeout_ms)| DaemonFault::CallerDeadline { action, timeout_ms })
+                .boxed()
+        }
+    }
+}
+
+/// A whole daemon scenario with the given bug switches.
+pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
+    (profile(), timing())
+        .prop_flat_map(|(kinds, timing)| (Just(kinds), Just(timing), workload(timing), 1u32..=4, 10u64..=200))
+        .prop_flat_map(|(kinds, timing, invocations, pages, approval_ms)| {
+            let span_ms = invocations.last().map_or(0, |i| i.at_ms) + 2 * *large_deadline(&timing).end();
+            let choices: Vec<BoxedStrategy<DaemonFault>> =
+                kinds.iter().map(|kind| fault(kind, &timing, invocations.len(), span_ms)).collect();
+            let faults = if choices.is_empty() {
+                Just(Vec::new()).boxed()
+            } else {
+                prop::collection::vec(prop::strategy::Union::new(choices), 0..=5).boxed()
+            };
+            let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
+            (Just(timing), Just(invocations), Just(pages), Just(approval_ms), faults, Just(profile))
+        })
+        .prop_map(move |(timing, invocations, pages, approval_ms, faults, profile)| DaemonScenario {
+            bugs,
+            timing,
+            pages,
+            approval_ms,
+            invocations,
+            faults,
+            profile,
+        })
+}
