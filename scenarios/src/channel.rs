@@ -13,9 +13,18 @@ use harness::scenario::{FamilyScenario, Scenario, SimParams};
 pub const MIN: u64 = 60_000;
 
 /// A channel scenario with the family's tick, no latency and a horizon past every expiry.
-pub fn channel(seed: u64, agent: Vec<AgentStep>, gateway: Vec<GatewayStep>, faults: Vec<ChannelFault>) -> Scenario {
+pub fn channel(
+    seed: u64,
+    agent: Vec<AgentStep>,
+    gateway: Vec<GatewayStep>,
+    faults: Vec<ChannelFault>,
+) -> Scenario {
     let end_at_ms = strategy::end_at_ms(&agent, &gateway, &faults);
-    let agent = AgentScript { steps: agent, read_every_ms: None, end_at_ms };
+    let agent = AgentScript {
+        steps: agent,
+        read_every_ms: None,
+        end_at_ms,
+    };
     let sim = SimParams {
         tick_ms: strategy::TICK_MS,
         latency_max_ms: 0,
@@ -30,35 +39,59 @@ pub fn channel(seed: u64, agent: Vec<AgentStep>, gateway: Vec<GatewayStep>, faul
         faults,
         profile: Vec::new(),
     };
-    Scenario { seed, sim, family: FamilyScenario::Channel(channel) }
+    Scenario {
+        seed,
+        sim,
+        family: FamilyScenario::Channel(channel),
+    }
 }
 
 /// The agent asks permission for `request_id`.
 pub fn request(at_ms: u64, request_id: &str) -> AgentStep {
-    let op = AgentOp::PermissionRequest { request_id: request_id.into(), tool_name: "Bash".into() };
+    let op = AgentOp::PermissionRequest {
+        request_id: request_id.into(),
+        tool_name: "Bash".into(),
+    };
     AgentStep { at_ms, op }
 }
 
 /// The agent reads both pending lists.
 pub fn read(at_ms: u64) -> AgentStep {
-    AgentStep { at_ms, op: AgentOp::ListPending }
+    AgentStep {
+        at_ms,
+        op: AgentOp::ListPending,
+    }
 }
 
 /// The gateway asks for an approval.
 pub fn approval(at_ms: u64, id: &str, created: bool, expires_in_ms: Option<i64>) -> GatewayStep {
-    let event = GatewayEvent::ApprovalRequested { id: id.into(), plugin: false, created, expires_in_ms };
+    let event = GatewayEvent::ApprovalRequested {
+        id: id.into(),
+        plugin: false,
+        created,
+        expires_in_ms,
+    };
     GatewayStep { at_ms, event }
 }
 
 /// Operator chat in the bridge's session.
 pub fn say(at_ms: u64, text: &str, owner: bool) -> GatewayStep {
-    let event = GatewayEvent::Message { session: SESSION.into(), text: text.into(), owner };
+    let event = GatewayEvent::Message {
+        session: SESSION.into(),
+        text: text.into(),
+        owner,
+    };
     GatewayStep { at_ms, event }
 }
 
 /// A permission nobody answers: present after 5 min, gone 60 min later (its 1 h TTL).
 pub fn permission_ttl_boundary() -> Scenario {
-    channel(11, vec![request(10_000, "abcde"), read(5 * MIN), read(65 * MIN)], vec![], vec![])
+    channel(
+        11,
+        vec![request(10_000, "abcde"), read(5 * MIN), read(65 * MIN)],
+        vec![],
+        vec![],
+    )
 }
 
 /// An approval with `expiresAtMs` 10 min ahead: present at 5 min, gone at 11.
@@ -70,7 +103,10 @@ pub fn approval_expires_at() -> Scenario {
 /// Approvals with only `createdAtMs` and with neither: the 30 min default, anchored at
 /// tracking; present at 29 min, gone by 35.
 pub fn approval_fallback_ttl() -> Scenario {
-    let gateway = vec![approval(10_000, "appr-created", true, None), approval(10_000, "appr-bare", false, None)];
+    let gateway = vec![
+        approval(10_000, "appr-created", true, None),
+        approval(10_000, "appr-bare", false, None),
+    ];
     channel(13, vec![read(29 * MIN), read(35 * MIN)], gateway, vec![])
 }
 
@@ -78,14 +114,27 @@ pub fn approval_fallback_ttl() -> Scenario {
 /// no-op.
 pub fn close_clears() -> Scenario {
     let gateway = vec![approval(20_000, "appr-1", true, None)];
-    let faults = vec![ChannelFault::Close { at_ms: 10 * MIN }, ChannelFault::Close { at_ms: 12 * MIN }];
-    channel(14, vec![request(10_000, "abcde"), read(11 * MIN)], gateway, faults)
+    let faults = vec![
+        ChannelFault::Close { at_ms: 10 * MIN },
+        ChannelFault::Close { at_ms: 12 * MIN },
+    ];
+    channel(
+        14,
+        vec![request(10_000, "abcde"), read(11 * MIN)],
+        gateway,
+        faults,
+    )
 }
 
 /// A permission request (and an approval) after close is ignored: nothing inserted, no timer.
 pub fn request_after_close() -> Scenario {
     let faults = vec![ChannelFault::Close { at_ms: MIN }];
-    channel(15, vec![request(2 * MIN, "abcde")], vec![approval(3 * MIN, "appr-1", true, None)], faults)
+    channel(
+        15,
+        vec![request(2 * MIN, "abcde")],
+        vec![approval(3 * MIN, "appr-1", true, None)],
+        faults,
+    )
 }
 
 /// An idle bridge has no sweeper, even after 20 min; the first entry starts it.
@@ -97,7 +146,12 @@ pub fn no_sweeper_before_first_entry() -> Scenario {
 /// after its tracking: a read at 8 min does not list it although the sweeper has not removed it
 /// yet. (The gateway's events before the bridge connects, at about 2 s, are lost by design.)
 pub fn read_between_expiry_and_tick() -> Scenario {
-    let gateway = vec![approval(10_000, "appr-1", true, Some(7 * MIN as i64 + 30_000))];
+    let gateway = vec![approval(
+        10_000,
+        "appr-1",
+        true,
+        Some(7 * MIN as i64 + 30_000),
+    )];
     channel(17, vec![read(7 * MIN), read(8 * MIN)], gateway, vec![])
 }
 
@@ -110,16 +164,27 @@ pub fn sweeper_restarts() -> Scenario {
 
 /// A non-owner says `yes`, then the owner says `no`: one decision, the owner's deny.
 pub fn owner_only_decision() -> Scenario {
-    let gateway = vec![say(MIN, "yes abcde", false), say(2 * MIN, "no abcde", true), say(3 * MIN, "yes abcde", true)];
+    let gateway = vec![
+        say(MIN, "yes abcde", false),
+        say(2 * MIN, "no abcde", true),
+        say(3 * MIN, "yes abcde", true),
+    ];
     channel(19, vec![request(10_000, "abcde")], gateway, vec![])
 }
 
 /// A burst of 10 approvals into a map capped at 4: the oldest are evicted first.
 pub fn burst_over_cap() -> Scenario {
-    let faults = vec![ChannelFault::Burst { at_ms: MIN, count: 10, approvals: true }];
+    let faults = vec![ChannelFault::Burst {
+        at_ms: MIN,
+        count: 10,
+        approvals: true,
+    }];
     let mut scenario = channel(20, vec![read(2 * MIN)], vec![], faults);
     if let FamilyScenario::Channel(channel) = &mut scenario.family {
-        channel.limits = Limits { pending_cap: 4, queue_limit: 6 };
+        channel.limits = Limits {
+            pending_cap: 4,
+            queue_limit: 6,
+        };
     }
     scenario
 }

@@ -22,7 +22,10 @@ use crate::stdio::ClientEnds;
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum AgentOp {
     /// `notifications/claude/channel/permission_request`.
-    PermissionRequest { request_id: String, tool_name: String },
+    PermissionRequest {
+        request_id: String,
+        tool_name: String,
+    },
     /// A read: the `list_pending` tool.
     ListPending,
     /// `waitForEvent`: the `wait_for_event` tool with a raw (unclamped) timeout.
@@ -73,19 +76,29 @@ impl Out {
 
     fn op(&self, op: &AgentOp) {
         match op {
-            AgentOp::PermissionRequest { request_id, tool_name } => {
+            AgentOp::PermissionRequest {
+                request_id,
+                tool_name,
+            } => {
                 self.send(wire::permission_request(request_id, tool_name));
             }
             AgentOp::ListPending => self.call(wire::TOOL_LIST_PENDING, json!({})),
             AgentOp::WaitForEvent { timeout_ms, limit } => {
-                self.call(wire::TOOL_WAIT_FOR_EVENT, json!({"timeout_ms": timeout_ms, "limit": limit}));
+                self.call(
+                    wire::TOOL_WAIT_FOR_EVENT,
+                    json!({"timeout_ms": timeout_ms, "limit": limit}),
+                );
             }
         }
     }
 }
 
 /// Run the script, then close stdin and read until the bridge closes stdout.
-pub async fn run(script: AgentScript, ends: ClientEnds, knobs: Rc<AgentKnobs>) -> Result<(), Box<dyn std::error::Error>> {
+pub async fn run(
+    script: AgentScript,
+    ends: ClientEnds,
+    knobs: Rc<AgentKnobs>,
+) -> Result<(), Box<dyn std::error::Error>> {
     let ClientEnds { stdin, stdout } = ends;
     let reader = tokio::task::spawn_local(async move {
         let mut lines = BufReader::new(stdout).lines();
@@ -95,14 +108,22 @@ pub async fn run(script: AgentScript, ends: ClientEnds, knobs: Rc<AgentKnobs>) -
     });
     let (tx, rx) = mpsc::unbounded_channel();
     let writer = tokio::task::spawn_local(write_lines(stdin, rx));
-    let out = Rc::new(Out { tx, next_id: Cell::new(1) });
+    let out = Rc::new(Out {
+        tx,
+        next_id: Cell::new(1),
+    });
     out.send(wire::initialize(0));
     out.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let start = seam::now();
     let at = move |ms: u64| start + std::time::Duration::from_millis(ms);
     let tasks = [
         tokio::task::spawn_local(steps(script.steps.clone(), out.clone(), start)),
-        tokio::task::spawn_local(poll(script.read_every_ms, script.end_at_ms, out.clone(), start)),
+        tokio::task::spawn_local(poll(
+            script.read_every_ms,
+            script.end_at_ms,
+            out.clone(),
+            start,
+        )),
         tokio::task::spawn_local(bursts(knobs, out.clone())),
     ];
     tokio::time::sleep_until(at(script.end_at_ms)).await;
@@ -121,7 +142,11 @@ async fn write_lines(mut stdin: tokio::io::DuplexStream, mut rx: mpsc::Unbounded
     while let Some(msg) = rx.recv().await {
         let line = msg.to_string();
         emit!(kind::MCP_SEND, msg = %line);
-        if stdin.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+        if stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .is_err()
+        {
             break;
         }
     }
@@ -136,7 +161,9 @@ async fn steps(steps: Vec<AgentStep>, out: Rc<Out>, start: seam::Instant) {
 }
 
 async fn poll(every_ms: Option<u64>, end_at_ms: u64, out: Rc<Out>, start: seam::Instant) {
-    let Some(every_ms) = every_ms.filter(|ms| *ms > 0) else { return };
+    let Some(every_ms) = every_ms.filter(|ms| *ms > 0) else {
+        return;
+    };
     let mut at_ms = every_ms;
     while at_ms < end_at_ms {
         tokio::time::sleep_until(start + std::time::Duration::from_millis(at_ms)).await;
@@ -152,7 +179,10 @@ async fn bursts(knobs: Rc<AgentKnobs>, out: Rc<Out>) {
         match burst {
             Some(ids) => {
                 for id in ids {
-                    out.op(&AgentOp::PermissionRequest { request_id: id, tool_name: "Bash".into() });
+                    out.op(&AgentOp::PermissionRequest {
+                        request_id: id,
+                        tool_name: "Bash".into(),
+                    });
                 }
             }
             None => changed.await,

@@ -56,7 +56,10 @@ pub async fn run(
 }
 
 /// Copy lines to stdout until every sender is gone.
-async fn write_lines(mut stdout: tokio::io::DuplexStream, mut lines: mpsc::UnboundedReceiver<String>) {
+async fn write_lines(
+    mut stdout: tokio::io::DuplexStream,
+    mut lines: mpsc::UnboundedReceiver<String>,
+) {
     while let Some(mut line) = lines.recv().await {
         line.push('\n');
         if stdout.write_all(line.as_bytes()).await.is_err() {
@@ -134,7 +137,11 @@ impl Bridge {
 
     fn on_line(self: &Rc<Self>, line: &str) {
         let Ok(msg) = serde_json::from_str::<Value>(line) else {
-            self.write(&jsonrpc::error(None, -32700, "Parse error: the line is not valid JSON"));
+            self.write(&jsonrpc::error(
+                None,
+                -32700,
+                "Parse error: the line is not valid JSON",
+            ));
             return;
         };
         match jsonrpc::shape(&msg) {
@@ -175,9 +182,17 @@ impl Bridge {
 
     /// Permission request: ignored after close; otherwise tracked with its receipt time.
     fn on_permission_request(self: &Rc<Self>, params: &Value) {
-        let raw = params.get("request_id").and_then(Value::as_str).unwrap_or("");
+        let raw = params
+            .get("request_id")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let Some(id) = normalize_id(raw) else {
-            emit!(kind::PENDING_IGNORED, map = "permission", id = raw, reason = "invalid");
+            emit!(
+                kind::PENDING_IGNORED,
+                map = "permission",
+                id = raw,
+                reason = "invalid"
+            );
             return;
         };
         if self.guarded() {
@@ -201,7 +216,9 @@ impl Bridge {
 
     /// One gateway frame: approval requested / resolved, or an operator message.
     pub(super) fn on_frame(self: &Rc<Self>, text: &str) {
-        let Ok(frame) = serde_json::from_str::<Value>(text) else { return };
+        let Ok(frame) = serde_json::from_str::<Value>(text) else {
+            return;
+        };
         let event = frame.get("event").and_then(Value::as_str).unwrap_or("");
         let payload = frame.get("payload").unwrap_or(&Value::Null);
         if event.ends_with(".approval.requested") {
@@ -219,11 +236,20 @@ impl Bridge {
 
     /// Approval requested: tracked once; a repeat keeps its first entry.
     fn on_approval_requested(self: &Rc<Self>, event: &str, payload: &Value) {
-        let Some(id) = payload.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) else {
+        let Some(id) = payload
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+        else {
             return;
         };
         if self.guarded() {
-            emit!(kind::PENDING_IGNORED, map = "approval", id, reason = "closed");
+            emit!(
+                kind::PENDING_IGNORED,
+                map = "approval",
+                id,
+                reason = "closed"
+            );
             return;
         }
         let now_ms = self.now_ms();
@@ -250,9 +276,15 @@ impl Bridge {
     /// Operator chat: the owner's whole-message `yes <id>` / `no <id>` decides a permission
     /// (check-and-remove in one borrow); anything else is an ordinary message.
     fn on_message(&self, payload: &Value) {
-        let session = payload.get("sessionKey").and_then(Value::as_str).unwrap_or("");
+        let session = payload
+            .get("sessionKey")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let text = payload.get("message").and_then(Value::as_str).unwrap_or("");
-        let owner = payload.get("senderIsOwner").and_then(Value::as_bool).unwrap_or(false);
+        let owner = payload
+            .get("senderIsOwner")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let outcome = if session != self.config.session_key {
             "other_session"
         } else if self.guarded() {

@@ -16,16 +16,36 @@ use crate::seam;
 impl Bridge {
     /// Track `id` in `map` unless known (a repeat keeps the first entry), evicting the oldest
     /// entries first to stay within the cap, and make sure the sweeper runs. Whether it is new.
-    pub(super) fn track(self: &Rc<Self>, map: Map, id: &str, entry: Entry, raw: Option<i64>) -> bool {
+    pub(super) fn track(
+        self: &Rc<Self>,
+        map: Map,
+        id: &str,
+        entry: Entry,
+        raw: Option<i64>,
+    ) -> bool {
         let now_ms = entry.tracked_at_ms;
         let mut state = self.state.borrow_mut();
         let known = state.pending.map(map).contains_key(id);
-        while !known && !self.config.bugs.no_pending_cap && state.pending.map(map).len() >= self.config.pending_cap {
-            let Some(oldest) = state.pending.oldest(map) else { break };
+        while !known
+            && !self.config.bugs.no_pending_cap
+            && state.pending.map(map).len() >= self.config.pending_cap
+        {
+            let Some(oldest) = state.pending.oldest(map) else {
+                break;
+            };
             state.pending.remove(map, &oldest);
             let (permissions, approvals) = state.pending.sizes();
-            let reason = "evicted";
-            emit!(kind::PENDING_REMOVE, map = map.name(), id = %oldest, reason, now_ms, permissions, approvals);
+            let (name, reason) = (map.name(), "evicted");
+            let id = oldest.as_str();
+            emit!(
+                kind::PENDING_REMOVE,
+                map = name,
+                id,
+                reason,
+                now_ms,
+                permissions,
+                approvals
+            );
         }
         let (kept, new) = state.pending.track(map, id, entry);
         let (permissions, approvals) = state.pending.sizes();
@@ -57,13 +77,25 @@ impl Bridge {
         let (permissions, approvals) = state.pending.sizes();
         drop(state);
         let now_ms = self.now_ms();
-        emit!(kind::PENDING_REMOVE, map = map.name(), id, reason, now_ms, permissions, approvals);
+        emit!(
+            kind::PENDING_REMOVE,
+            map = map.name(),
+            id,
+            reason,
+            now_ms,
+            permissions,
+            approvals
+        );
         true
     }
 
     /// Append an event for the agent's waiters (the oldest is dropped at the limit).
     pub(super) fn enqueue(&self, event: Value) {
-        let name = event.get("type").and_then(Value::as_str).unwrap_or("").to_string();
+        let name = event
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let (size, dropped) = {
             let mut state = self.state.borrow_mut();
             let dropped = state.queue.push(event);
@@ -109,7 +141,13 @@ impl Bridge {
             self.remove(*map, id, "expired");
         }
         let (permissions, approvals) = self.state.borrow().pending.sizes();
-        emit!(kind::SWEEPER_TICK, now_ms, removed = expired.len(), permissions, approvals);
+        emit!(
+            kind::SWEEPER_TICK,
+            now_ms,
+            removed = expired.len(),
+            permissions,
+            approvals
+        );
         if permissions + approvals > 0 || self.config.bugs.eager_sweeper {
             return true;
         }
@@ -125,7 +163,12 @@ impl Bridge {
         let ttl_ms = self.config.approval_default_ttl_ms;
         let mut moved = Vec::new();
         let mut state = self.state.borrow_mut();
-        for (id, entry) in state.pending.map_mut(Map::Approvals).iter_mut().filter(|(_, e)| !e.has_expiry) {
+        for (id, entry) in state
+            .pending
+            .map_mut(Map::Approvals)
+            .iter_mut()
+            .filter(|(_, e)| !e.has_expiry)
+        {
             let expires_at_ms = reanchored_expiry(now_ms, entry.created_at_ms, ttl_ms);
             if expires_at_ms != entry.expires_at_ms {
                 entry.expires_at_ms = expires_at_ms;
@@ -159,7 +202,14 @@ impl Bridge {
         let state = self.state.borrow();
         let (permissions, approvals) = state.pending.sizes();
         let (queue, timer) = (state.queue.len(), state.sweeper.is_some());
-        emit!(kind::CHANNEL_CLOSE, first, permissions, approvals, queue, timer);
+        emit!(
+            kind::CHANNEL_CLOSE,
+            first,
+            permissions,
+            approvals,
+            queue,
+            timer
+        );
         drop(state);
         self.changed.notify_waiters();
     }

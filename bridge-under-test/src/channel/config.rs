@@ -83,12 +83,16 @@ impl Default for ChannelConfig {
 impl ChannelConfig {
     /// A `waitForEvent` timeout clamped to `[wait_min_ms, wait_max_ms]`.
     pub fn clamp_wait_ms(&self, requested: i64) -> u64 {
-        u64::try_from(requested.max(0)).unwrap_or(0).clamp(self.wait_min_ms, self.wait_max_ms)
+        u64::try_from(requested.max(0))
+            .unwrap_or(0)
+            .clamp(self.wait_min_ms, self.wait_max_ms)
     }
 
     /// Delay before reconnect attempt `attempt` (0-based): `min(max, 1 000 * 2^attempt)`.
     pub fn reconnect_ms(&self, attempt: u32) -> u64 {
-        1_000u64.saturating_mul(1u64 << attempt.min(20)).min(self.reconnect_max_ms)
+        1_000u64
+            .saturating_mul(1u64 << attempt.min(20))
+            .min(self.reconnect_max_ms)
     }
 }
 

@@ -25,11 +25,20 @@ use crate::seam::{self, TcpListener};
 pub enum GatewayEvent {
     /// `exec.approval.requested` (or `plugin.*`). `created` adds `createdAtMs` (now);
     /// `expires_in_ms` adds `expiresAtMs` = now + it. Both on the gateway's clock.
-    ApprovalRequested { id: String, plugin: bool, created: bool, expires_in_ms: Option<i64> },
+    ApprovalRequested {
+        id: String,
+        plugin: bool,
+        created: bool,
+        expires_in_ms: Option<i64>,
+    },
     /// `exec.approval.resolved` (or `plugin.*`).
     ApprovalResolved { id: String, plugin: bool },
     /// `session.message`: operator chat.
-    Message { session: String, text: String, owner: bool },
+    Message {
+        session: String,
+        text: String,
+        owner: bool,
+    },
 }
 
 /// An event at a virtual time.
@@ -69,8 +78,17 @@ pub struct GatewayKnobs {
 }
 
 /// The gateway's software: listener, script and injector.
-pub async fn run(steps: Vec<GatewayStep>, knobs: Rc<GatewayKnobs>, clock_base_ms: u64) -> Result<(), Box<dyn std::error::Error>> {
-    let gateway = Rc::new(Gateway { knobs, clock_base_ms, start: seam::now(), conn: RefCell::new(None) });
+pub async fn run(
+    steps: Vec<GatewayStep>,
+    knobs: Rc<GatewayKnobs>,
+    clock_base_ms: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let gateway = Rc::new(Gateway {
+        knobs,
+        clock_base_ms,
+        start: seam::now(),
+        conn: RefCell::new(None),
+    });
     let listener = TcpListener::bind(("0.0.0.0", GATEWAY_PORT)).await?;
     tokio::task::spawn_local(gateway.clone().script(steps));
     tokio::task::spawn_local(gateway.clone().injector());
@@ -103,7 +121,8 @@ struct Gateway {
 impl Gateway {
     /// The gateway's wall clock: the shared base, its offset, elapsed time.
     fn now_ms(&self) -> i64 {
-        let base = i64::try_from(self.clock_base_ms + seam::ms_since(self.start)).unwrap_or(i64::MAX);
+        let base =
+            i64::try_from(self.clock_base_ms + seam::ms_since(self.start)).unwrap_or(i64::MAX);
         base.saturating_add(self.knobs.offset_ms.get())
     }
 
@@ -116,7 +135,12 @@ impl Gateway {
     fn send(&self, event: &GatewayEvent, expiry: Option<ExpiryOverride>) {
         let now_ms = self.now_ms();
         match event {
-            GatewayEvent::ApprovalRequested { id, plugin, created, expires_in_ms } => {
+            GatewayEvent::ApprovalRequested {
+                id,
+                plugin,
+                created,
+                expires_in_ms,
+            } => {
                 let created_at = created.then_some(now_ms);
                 let mut payload = json!({"id": id});
                 if let Some(at) = created_at {
@@ -136,15 +160,35 @@ impl Gateway {
                 let name = wire::approval_event(*plugin, false);
                 let delivered = self.deliver(wire::frame(name, payload));
                 let created_at_ms = opt(created_at);
-                emit!(kind::GATEWAY_SEND, event = name, id = %id, created_at_ms = %created_at_ms, expires_at_ms = %shown, delivered);
+                emit!(
+                    kind::GATEWAY_SEND,
+                    event = name,
+                    id = %id,
+                    created_at_ms = %created_at_ms,
+                    expires_at_ms = %shown,
+                    delivered
+                );
             }
             GatewayEvent::ApprovalResolved { id, plugin } => {
                 let name = wire::approval_event(*plugin, true);
                 let delivered = self.deliver(wire::frame(name, json!({"id": id})));
-                emit!(kind::GATEWAY_SEND, event = name, id = %id, created_at_ms = "", expires_at_ms = "", delivered);
+                let (id, created_at_ms, expires_at_ms) = (id.as_str(), "", "");
+                emit!(
+                    kind::GATEWAY_SEND,
+                    event = name,
+                    id,
+                    created_at_ms,
+                    expires_at_ms,
+                    delivered
+                );
             }
-            GatewayEvent::Message { session, text, owner } => {
-                let payload = json!({"sessionKey": session, "message": text, "senderIsOwner": owner});
+            GatewayEvent::Message {
+                session,
+                text,
+                owner,
+            } => {
+                let payload =
+                    json!({"sessionKey": session, "message": text, "senderIsOwner": owner});
                 let delivered = self.deliver(wire::frame(wire::SESSION_MESSAGE, payload));
                 emit!(kind::GATEWAY_SAY, session = %session, owner, text = %text, delivered);
             }
@@ -153,7 +197,8 @@ impl Gateway {
 
     async fn script(self: Rc<Self>, steps: Vec<GatewayStep>) {
         for (index, step) in steps.iter().enumerate() {
-            tokio::time::sleep_until(self.start + std::time::Duration::from_millis(step.at_ms)).await;
+            tokio::time::sleep_until(self.start + std::time::Duration::from_millis(step.at_ms))
+                .await;
             let expiry = self.knobs.overrides.borrow().get(&index).copied();
             self.send(&step.event, expiry);
         }
@@ -185,7 +230,12 @@ impl Gateway {
     }
 
     /// Write the outbox to one connection until it is cut (outbox closed) or the peer leaves.
-    async fn serve(self: Rc<Self>, number: u64, socket: tokio_tungstenite::WebSocketStream<seam::TcpStream>, mut rx: mpsc::UnboundedReceiver<String>) {
+    async fn serve(
+        self: Rc<Self>,
+        number: u64,
+        socket: tokio_tungstenite::WebSocketStream<seam::TcpStream>,
+        mut rx: mpsc::UnboundedReceiver<String>,
+    ) {
         let (mut sink, mut stream) = socket.split();
         loop {
             tokio::select! {

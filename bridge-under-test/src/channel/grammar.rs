@@ -65,8 +65,14 @@ mod tests {
 
     #[test]
     fn replies_are_whole_messages_in_any_case() {
-        assert_eq!(parse_reply("yes abcde"), Some((Behavior::Allow, "abcde".into())));
-        assert_eq!(parse_reply("  NO  AbCdE "), Some((Behavior::Deny, "abcde".into())));
+        assert_eq!(
+            parse_reply("yes abcde"),
+            Some((Behavior::Allow, "abcde".into()))
+        );
+        assert_eq!(
+            parse_reply("  NO  AbCdE "),
+            Some((Behavior::Deny, "abcde".into()))
+        );
         assert_eq!(parse_reply("yes abcde please"), None);
         assert_eq!(parse_reply("sure, yes abcde"), None);
         assert_eq!(parse_reply("yes abcdl"), None, "l is not in the alphabet");

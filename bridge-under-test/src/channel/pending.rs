@@ -43,7 +43,12 @@ impl Entry {
 /// An approval's expiry: `expiresAtMs` clamped to at most `tracked_at + cap_ms`, or
 /// `tracked_at + default_ttl_ms` when the gateway gave none. A pure function of data captured at
 /// tracking time.
-pub fn approval_expiry(tracked_at_ms: u64, expires_at: Option<i64>, cap_ms: u64, default_ttl_ms: u64) -> u64 {
+pub fn approval_expiry(
+    tracked_at_ms: u64,
+    expires_at: Option<i64>,
+    cap_ms: u64,
+    default_ttl_ms: u64,
+) -> u64 {
     let cap = tracked_at_ms.saturating_add(cap_ms);
     match expires_at {
         Some(at) => u64::try_from(at.max(0)).unwrap_or(0).min(cap),
@@ -99,7 +104,10 @@ impl Pending {
 
     /// The id of the oldest entry of `map`, if any.
     pub fn oldest(&self, map: Map) -> Option<String> {
-        self.map(map).iter().min_by_key(|(_, entry)| entry.seq).map(|(id, _)| id.clone())
+        self.map(map)
+            .iter()
+            .min_by_key(|(_, entry)| entry.seq)
+            .map(|(id, _)| id.clone())
     }
 
     /// `(permissions, approvals)`.
@@ -127,7 +135,10 @@ impl Pending {
     /// The ids of `map` a read returns: unexpired ones when `filter` is set.
     pub fn ids(&self, map: Map, now_ms: u64, filter: bool) -> Vec<String> {
         let entries = self.map(map).iter();
-        entries.filter(|(_, e)| !filter || !e.expired(now_ms)).map(|(id, _)| id.clone()).collect()
+        entries
+            .filter(|(_, e)| !filter || !e.expired(now_ms))
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     pub fn clear(&mut self) {
@@ -141,7 +152,13 @@ mod tests {
     use super::*;
 
     fn entry(tracked_at_ms: u64, expires_at_ms: u64) -> Entry {
-        Entry { tracked_at_ms, expires_at_ms, created_at_ms: None, has_expiry: false, seq: 0 }
+        Entry {
+            tracked_at_ms,
+            expires_at_ms,
+            created_at_ms: None,
+            has_expiry: false,
+            seq: 0,
+        }
     }
 
     #[test]
@@ -149,8 +166,15 @@ mod tests {
         let (cap, default) = (3_600_000, 1_800_000);
         assert_eq!(approval_expiry(1_000, None, cap, default), 1_801_000);
         assert_eq!(approval_expiry(1_000, Some(601_000), cap, default), 601_000);
-        assert_eq!(approval_expiry(1_000, Some(i64::MAX), cap, default), 3_601_000);
-        assert_eq!(approval_expiry(1_000, Some(-5), cap, default), 0, "absurd past: expired");
+        assert_eq!(
+            approval_expiry(1_000, Some(i64::MAX), cap, default),
+            3_601_000
+        );
+        assert_eq!(
+            approval_expiry(1_000, Some(-5), cap, default),
+            0,
+            "absurd past: expired"
+        );
         assert_eq!(reanchored_expiry(9_000, None, default), 1_809_000);
         assert_eq!(reanchored_expiry(9_000, Some(2_000), default), 1_802_000);
     }
@@ -167,7 +191,10 @@ mod tests {
         assert_eq!(pending.sizes(), (0, 2));
         assert_eq!(pending.ids(Map::Approvals, 150, true), ["a"]);
         assert_eq!(pending.ids(Map::Approvals, 150, false), ["a", "b"]);
-        assert_eq!(pending.expired(200), [(Map::Approvals, "a".into()), (Map::Approvals, "b".into())]);
+        assert_eq!(
+            pending.expired(200),
+            [(Map::Approvals, "a".into()), (Map::Approvals, "b".into())]
+        );
         pending.clear();
         assert!(pending.is_empty());
     }

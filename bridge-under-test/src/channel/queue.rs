@@ -13,7 +13,10 @@ pub struct EventQueue {
 
 impl EventQueue {
     pub fn new(limit: usize) -> Self {
-        Self { events: VecDeque::new(), limit: limit.max(1) }
+        Self {
+            events: VecDeque::new(),
+            limit: limit.max(1),
+        }
     }
 
     /// Append an event; returns whether the oldest was dropped to make room.

@@ -17,10 +17,17 @@ const DEFAULT_WAIT_MS: i64 = 30_000;
 impl Bridge {
     /// Start a waiter for request `id`; it answers on its own task.
     pub(super) fn start_waiter(self: &Rc<Self>, id: Value, arguments: &Value) {
-        let requested = arguments.get("timeout_ms").and_then(Value::as_i64).unwrap_or(DEFAULT_WAIT_MS);
+        let requested = arguments
+            .get("timeout_ms")
+            .and_then(Value::as_i64)
+            .unwrap_or(DEFAULT_WAIT_MS);
         let timeout_ms = self.config.clamp_wait_ms(requested);
         let max = self.config.poll_limit_max;
-        let limit = arguments.get("limit").and_then(Value::as_u64).unwrap_or(max).clamp(1, max);
+        let limit = arguments
+            .get("limit")
+            .and_then(Value::as_u64)
+            .unwrap_or(max)
+            .clamp(1, max);
         emit!(kind::WAITER_START, id = %id, timeout_ms, limit);
         tokio::task::spawn_local(self.clone().wait(id, timeout_ms, limit));
     }
@@ -33,7 +40,10 @@ impl Bridge {
             {
                 let mut state = self.state.borrow_mut();
                 if !state.queue.is_empty() {
-                    break ("events", state.queue.take(usize::try_from(limit).unwrap_or(1)));
+                    break (
+                        "events",
+                        state.queue.take(usize::try_from(limit).unwrap_or(1)),
+                    );
                 }
                 if state.closed {
                     break ("closed", Vec::new());

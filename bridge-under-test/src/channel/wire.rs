@@ -63,7 +63,8 @@ pub fn initialize(id: u64) -> Value {
 /// The bridge's `initialize` result: tools, plus the experimental channel capability that
 /// tells the agent it may send permission requests.
 pub fn initialize_result(request: &Value) -> Value {
-    let mut result = jsonrpc::initialize_result(request, "channel-bridge", env!("CARGO_PKG_VERSION"));
+    let mut result =
+        jsonrpc::initialize_result(request, "channel-bridge", env!("CARGO_PKG_VERSION"));
     result["capabilities"]["experimental"] = json!({"claude/channel": {}});
     result
 }
@@ -71,9 +72,11 @@ pub fn initialize_result(request: &Value) -> Value {
 /// The bridge's `tools/list` result.
 pub fn tools_list() -> Value {
     let schema = json!({"type": "object"});
+    let tool =
+        |name: &str, text: &str| json!({"name": name, "description": text, "inputSchema": schema});
     json!({"tools": [
-        {"name": TOOL_LIST_PENDING, "description": "Pending permissions and approvals", "inputSchema": schema},
-        {"name": TOOL_WAIT_FOR_EVENT, "description": "Wait for channel events", "inputSchema": schema}
+        tool(TOOL_LIST_PENDING, "Pending permissions and approvals"),
+        tool(TOOL_WAIT_FOR_EVENT, "Wait for channel events")
     ]})
 }
 
@@ -98,5 +101,7 @@ pub const SESSION_MESSAGE: &str = "session.message";
 /// `expiresAtMs` counts as absent).
 pub fn int_field(payload: &Value, name: &str) -> Option<i64> {
     let value = payload.get(name)?;
-    value.as_i64().or_else(|| value.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+    value
+        .as_i64()
+        .or_else(|| value.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
 }

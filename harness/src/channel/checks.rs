@@ -34,7 +34,10 @@ pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
 /// Run every checker.
 pub fn check(trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
     let facts = Facts::new(trace, schema);
-    CHECKERS.iter().flat_map(|(_, checker)| checker(&facts)).collect()
+    CHECKERS
+        .iter()
+        .flat_map(|(_, checker)| checker(&facts))
+        .collect()
 }
 
 /// One tracked entry (a first `pending.add`), with the oracle's expiry and how it left.
@@ -146,21 +149,37 @@ impl<'a> Facts<'a> {
     /// The entry of `(map, id)` live at event `index`, if any.
     fn live_at(&self, map: &str, id: &str, index: usize) -> Option<&Tracked> {
         self.tracked.iter().rev().find(|t| {
-            t.map == map && t.id == id && t.index < index && t.removed.is_none_or(|(at, _)| at > index)
+            t.map == map
+                && t.id == id
+                && t.index < index
+                && t.removed.is_none_or(|(at, _)| at > index)
         })
     }
 
     fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
         let at_ms = self.trace.events.get(index).map_or(0, |e| e.at_ms);
-        Violation { invariant: invariant.to_string(), at_ms, event_index: index, detail }
+        Violation {
+            invariant: invariant.to_string(),
+            at_ms,
+            event_index: index,
+            detail,
+        }
     }
 
     fn bridge_events(&self) -> impl Iterator<Item = (usize, &'a TraceEvent)> {
-        self.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::BRIDGE)
+        self.trace
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.host == host::BRIDGE)
     }
 
     fn agent_events(&self) -> impl Iterator<Item = (usize, &'a TraceEvent)> {
-        self.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::AGENT)
+        self.trace
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.host == host::AGENT)
     }
 }
 
@@ -187,7 +206,8 @@ fn capped(mut violations: Vec<Violation>) -> Vec<Violation> {
 pub fn pending_leaves_by_expiry(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for entry in &facts.tracked {
-        let due = entry.expiry_ms.max(entry.tracked_at_ms) + facts.sweep_interval_ms + facts.slack_ms;
+        let due =
+            entry.expiry_ms.max(entry.tracked_at_ms) + facts.sweep_interval_ms + facts.slack_ms;
         let (index, at_ms, state) = match entry.removed {
             Some((index, at_ms)) => (index, at_ms, "left"),
             None => (entry.index, facts.end_ms, "was still pending"),
@@ -221,13 +241,20 @@ pub fn expiry_anchored(facts: &Facts<'_>) -> Vec<Violation> {
             kind::PENDING_ADD => event.get("repeat") == Some(&Value::Bool(true)),
             _ => false,
         };
-        let Some(entry) = facts.live_at(&event.text("map"), &event.text("id"), index).filter(|_| moved) else {
+        let Some(entry) = facts
+            .live_at(&event.text("map"), &event.text("id"), index)
+            .filter(|_| moved)
+        else {
             continue;
         };
         if event.num("expires_at_ms") != entry.stamp_ms {
             let detail = format!(
                 "{} {} expiry moved from {} to {} ({})",
-                entry.map, entry.id, entry.stamp_ms, event.num("expires_at_ms"), event.kind
+                entry.map,
+                entry.id,
+                entry.stamp_ms,
+                event.num("expires_at_ms"),
+                event.kind
             );
             found.push(facts.violation("expiry_anchored", index, detail));
         }
@@ -243,10 +270,18 @@ pub fn bounded_sizes(facts: &Facts<'_>) -> Vec<Violation> {
             kind::PENDING_ADD => ["permissions", "approvals"]
                 .into_iter()
                 .find(|map| event.num(map) > facts.pending_cap)
-                .map(|map| format!("{map} map holds {} entries; the cap is {}", event.num(map), facts.pending_cap)),
-            kind::QUEUE_PUSH if event.num("size") > facts.queue_limit => {
-                Some(format!("event queue holds {}; the limit is {}", event.num("size"), facts.queue_limit))
-            }
+                .map(|map| {
+                    format!(
+                        "{map} map holds {} entries; the cap is {}",
+                        event.num(map),
+                        facts.pending_cap
+                    )
+                }),
+            kind::QUEUE_PUSH if event.num("size") > facts.queue_limit => Some(format!(
+                "event queue holds {}; the limit is {}",
+                event.num("size"),
+                facts.queue_limit
+            )),
             _ => None,
         };
         if let Some(detail) = over {
@@ -268,12 +303,22 @@ pub fn close_clears(facts: &Facts<'_>) -> Vec<Violation> {
                 let left = ["permissions", "approvals", "queue"].map(|name| event.num(name));
                 let timer = event.get("timer") == Some(&Value::Bool(true));
                 (left != [0, 0, 0] || timer).then(|| {
-                    format!("after close: permissions {}, approvals {}, queue {}, timer alive {timer}", left[0], left[1], left[2])
+                    format!(
+                        "after close: permissions {}, approvals {}, queue {}, timer alive {timer}",
+                        left[0], left[1], left[2]
+                    )
                 })
             }
-            kind::PENDING_ADD if closed => Some(format!("{} {} inserted after close", event.text("map"), event.text("id"))),
+            kind::PENDING_ADD if closed => Some(format!(
+                "{} {} inserted after close",
+                event.text("map"),
+                event.text("id")
+            )),
             kind::SWEEPER_START if closed => Some("the sweeper started after close".to_string()),
-            kind::QUEUE_PUSH if closed => Some(format!("a {} event queued after close", event.text("event"))),
+            kind::QUEUE_PUSH if closed => Some(format!(
+                "a {} event queued after close",
+                event.text("event")
+            )),
             _ => None,
         };
         if let Some(detail) = detail {
@@ -290,7 +335,10 @@ pub fn no_idle_sweeper(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut report = |index: usize, at_ms: u64, idle_since: &mut Option<u64>| {
         if let Some(since) = idle_since.filter(|since| at_ms > since + bound) {
-            let detail = format!("the sweep timer has been alive with both maps empty for {} ms (since {since} ms)", at_ms - since);
+            let detail = format!(
+                "the sweep timer has been alive with both maps empty for {} ms (since {since} ms)",
+                at_ms - since
+            );
             found.push(facts.violation("no_idle_sweeper", index, detail));
             *idle_since = None;
         }
@@ -313,9 +361,16 @@ pub fn no_idle_sweeper(facts: &Facts<'_>) -> Vec<Violation> {
             idle_since = Some(event.at_ms);
         }
     }
-    let end = facts.trace.first(kind::CHANNEL_EXIT).or(facts.trace.events.last());
+    let end = facts
+        .trace
+        .first(kind::CHANNEL_EXIT)
+        .or(facts.trace.events.last());
     if let Some(end) = end {
-        report(facts.trace.events.len().saturating_sub(1), end.at_ms, &mut idle_since);
+        report(
+            facts.trace.events.len().saturating_sub(1),
+            end.at_ms,
+            &mut idle_since,
+        );
     }
     capped(found)
 }
@@ -326,9 +381,14 @@ pub fn reads_filter_expired(facts: &Facts<'_>) -> Vec<Violation> {
     for (index, event) in facts.trace.of_kind(kind::READ_RESULT) {
         let (map, now_ms) = (event.text("map"), event.num("now_ms"));
         for id in event.text("ids").split(',').filter(|id| !id.is_empty()) {
-            let Some(entry) = facts.live_at(&map, id, index) else { continue };
+            let Some(entry) = facts.live_at(&map, id, index) else {
+                continue;
+            };
             if now_ms >= entry.expiry_ms {
-                let detail = format!("a read returned {map} {id}, expired {} ms earlier", now_ms - entry.expiry_ms);
+                let detail = format!(
+                    "a read returned {map} {id}, expired {} ms earlier",
+                    now_ms - entry.expiry_ms
+                );
                 found.push(facts.violation("reads_filter_expired", index, detail));
             }
         }
@@ -357,7 +417,8 @@ pub fn one_owner_decision(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for (index, event) in facts.trace.events.iter().enumerate() {
         if event.kind == kind::GATEWAY_SAY {
-            let owned = event.get("owner") == Some(&Value::Bool(true)) && event.text("session") == facts.session;
+            let owned = event.get("owner") == Some(&Value::Bool(true))
+                && event.text("session") == facts.session;
             if let Some((behavior, id)) = owner_reply(&event.text("text")).filter(|_| owned) {
                 owner_said.push((behavior.to_string(), id));
             }
@@ -368,18 +429,38 @@ pub fn one_owner_decision(facts: &Facts<'_>) -> Vec<Violation> {
         }
         let msg = parse(event);
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
-        let id = params.get("request_id").and_then(Value::as_str).unwrap_or("").to_lowercase();
-        if event.kind == kind::MCP_SEND && msg.get("method").and_then(Value::as_str).is_some_and(|m| m.ends_with("permission_request")) {
+        let id = params
+            .get("request_id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_lowercase();
+        if event.kind == kind::MCP_SEND
+            && msg
+                .get("method")
+                .and_then(Value::as_str)
+                .is_some_and(|m| m.ends_with("permission_request"))
+        {
             requested.insert(id, 0);
-        } else if event.kind == kind::MCP_RECV && msg.get("method").and_then(Value::as_str) == Some(PERMISSION) {
+        } else if event.kind == kind::MCP_RECV
+            && msg.get("method").and_then(Value::as_str) == Some(PERMISSION)
+        {
             let behavior = params.get("behavior").and_then(Value::as_str).unwrap_or("");
             let detail = match requested.get_mut(&id) {
-                None => Some(format!("a decision for {id}, which the agent never requested")),
-                Some(count) if *count > 0 => Some(format!("a second decision ({behavior}) for {id}")),
+                None => Some(format!(
+                    "a decision for {id}, which the agent never requested"
+                )),
+                Some(count) if *count > 0 => {
+                    Some(format!("a second decision ({behavior}) for {id}"))
+                }
                 Some(count) => {
                     *count += 1;
                     let said = owner_said.iter().any(|(b, i)| b == behavior && *i == id);
-                    (!said).then(|| format!("{behavior} for {id} without the owner's reply in session {}", facts.session))
+                    (!said).then(|| {
+                        format!(
+                            "{behavior} for {id} without the owner's reply in session {}",
+                            facts.session
+                        )
+                    })
                 }
             };
             if let Some(detail) = detail {

@@ -15,19 +15,34 @@ const DEFAULT_WAIT_MS: i64 = 30_000;
 /// Every agent request is answered exactly once: a `wait_for_event` within its timeout clamped
 /// to [1, 300 000] ms, anything else at once (plus scheduling slack).
 pub fn bounded_waits(facts: &Facts<'_>) -> Vec<Violation> {
-    let eof_ms = facts.trace.first(kind::CLIENT_EOF).map_or(u64::MAX, |e| e.at_ms);
+    let eof_ms = facts
+        .trace
+        .first(kind::CLIENT_EOF)
+        .map_or(u64::MAX, |e| e.at_ms);
     let mut open: BTreeMap<String, (usize, u64, u64)> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts.agent_events() {
         let msg = parse(event);
-        let Some(id) = msg.get("id").filter(|id| !id.is_null()).map(Value::to_string) else { continue };
+        let Some(id) = msg
+            .get("id")
+            .filter(|id| !id.is_null())
+            .map(Value::to_string)
+        else {
+            continue;
+        };
         if event.kind == kind::MCP_SEND {
-            open.insert(id, (index, event.at_ms, wait_bound(facts, &msg) + facts.slack_ms));
+            open.insert(
+                id,
+                (index, event.at_ms, wait_bound(facts, &msg) + facts.slack_ms),
+            );
         } else if event.kind == kind::MCP_RECV && msg.get("method").is_none() {
             let detail = match open.remove(&id) {
                 None => Some(format!("a reply for id {id}, which is not outstanding")),
                 Some((_, sent_ms, bound)) if event.at_ms - sent_ms.min(event.at_ms) > bound => {
-                    Some(format!("id {id} answered after {} ms; the bound is {bound} ms", event.at_ms - sent_ms))
+                    Some(format!(
+                        "id {id} answered after {} ms; the bound is {bound} ms",
+                        event.at_ms - sent_ms
+                    ))
                 }
                 Some(_) => None,
             };
@@ -51,8 +66,13 @@ fn wait_bound(facts: &Facts<'_>, msg: &Value) -> u64 {
     if !waiting {
         return 0;
     }
-    let requested = msg.pointer("/params/arguments/timeout_ms").and_then(Value::as_i64).unwrap_or(DEFAULT_WAIT_MS);
-    u64::try_from(requested.max(0)).unwrap_or(0).clamp(facts.wait_min_ms, facts.wait_max_ms)
+    let requested = msg
+        .pointer("/params/arguments/timeout_ms")
+        .and_then(Value::as_i64)
+        .unwrap_or(DEFAULT_WAIT_MS);
+    u64::try_from(requested.max(0))
+        .unwrap_or(0)
+        .clamp(facts.wait_min_ms, facts.wait_max_ms)
 }
 
 /// Every message crossing the agent's stdio validates against the MCP 2025-11-25 schema (a
@@ -63,7 +83,10 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for (index, event) in facts.agent_events() {
         let msg = parse(event);
-        let id = msg.get("id").filter(|id| !id.is_null()).map(Value::to_string);
+        let id = msg
+            .get("id")
+            .filter(|id| !id.is_null())
+            .map(Value::to_string);
         let result = match event.kind.as_str() {
             kind::MCP_SEND => {
                 if let (Some(id), Some(method)) = (&id, msg.get("method").and_then(Value::as_str)) {
@@ -73,7 +96,9 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
             }
             kind::MCP_RECV => {
                 let answering = id.and_then(|id| methods.get(&id).cloned());
-                facts.schema.validate_server_message(&msg, answering.as_deref())
+                facts
+                    .schema
+                    .validate_server_message(&msg, answering.as_deref())
             }
             _ => Ok(()),
         };

@@ -5,7 +5,9 @@
 use std::rc::Rc;
 
 use bridge_under_test::channel::agent::AgentKnobs;
-use bridge_under_test::channel::gateway::{ExpiryOverride, GatewayEvent, GatewayKnobs, GatewayStep};
+use bridge_under_test::channel::gateway::{
+    ExpiryOverride, GatewayEvent, GatewayKnobs, GatewayStep,
+};
 use bridge_under_test::channel::grammar::id_from_index;
 use bridge_under_test::emit;
 use bridge_under_test::events::kind;
@@ -57,7 +59,11 @@ pub enum ChannelFault {
     Rebroadcast { step: usize, delay_ms: u64 },
     /// `count` requests arrive at once, approvals from the gateway or permission requests from
     /// the agent: a runaway agent loop or a flood of exec approvals inside one sweep window.
-    Burst { at_ms: u64, count: usize, approvals: bool },
+    Burst {
+        at_ms: u64,
+        count: usize,
+        approvals: bool,
+    },
     /// The host calls `close()` while the agent and the gateway keep sending: a channel shut
     /// down under load.
     Close { at_ms: u64 },
@@ -70,8 +76,14 @@ pub enum ChannelFault {
 }
 
 /// The kinds, for swarm profiles.
-pub const KINDS: &[&str] =
-    &["gateway_down", "rebroadcast", "burst", "close", "clock_offset", "absurd_expiry"];
+pub const KINDS: &[&str] = &[
+    "gateway_down",
+    "rebroadcast",
+    "burst",
+    "close",
+    "clock_offset",
+    "absurd_expiry",
+];
 
 impl ChannelFault {
     /// The kind's name, as in [`KINDS`].
@@ -113,13 +125,19 @@ pub struct Targets<'a> {
 
 /// The permission ids of burst `index`: far from the workload's own ids.
 pub fn burst_ids(index: usize, count: usize) -> Vec<String> {
-    (0..count).map(|n| id_from_index(1_000_000 + 100_000 * index as u64 + n as u64)).collect()
+    (0..count)
+        .map(|n| id_from_index(1_000_000 + 100_000 * index as u64 + n as u64))
+        .collect()
 }
 
 /// Apply one phase of a fault to the simulation, recording it.
 pub fn apply(fault: &ChannelFault, phase: Phase, targets: &Targets<'_>) {
     let detail = serde_json::to_string(fault).unwrap_or_default();
-    let phase_name = if phase == Phase::Start { "start" } else { "end" };
+    let phase_name = if phase == Phase::Start {
+        "start"
+    } else {
+        "end"
+    };
     emit!(kind::FAULT_INJECTED, fault = fault.name(), phase = phase_name, detail = %detail);
     let gateway = targets.gateway;
     match fault {
@@ -129,22 +147,42 @@ pub fn apply(fault: &ChannelFault, phase: Phase, targets: &Targets<'_>) {
                 gateway.inject.borrow_mut().push_back(step.event.clone());
             }
         }
-        ChannelFault::Burst { count, approvals: true, .. } => {
+        ChannelFault::Burst {
+            count,
+            approvals: true,
+            ..
+        } => {
             let mut inject = gateway.inject.borrow_mut();
             for n in 0..*count {
                 let id = format!("burst-{}-{n}", targets.index);
-                let event = GatewayEvent::ApprovalRequested { id, plugin: false, created: true, expires_in_ms: None };
+                let event = GatewayEvent::ApprovalRequested {
+                    id,
+                    plugin: false,
+                    created: true,
+                    expires_in_ms: None,
+                };
                 inject.push_back(event);
             }
         }
-        ChannelFault::Burst { count, approvals: false, .. } => {
-            targets.agent.bursts.borrow_mut().push_back(burst_ids(targets.index, *count));
+        ChannelFault::Burst {
+            count,
+            approvals: false,
+            ..
+        } => {
+            targets
+                .agent
+                .bursts
+                .borrow_mut()
+                .push_back(burst_ids(targets.index, *count));
             targets.agent.changed.notify_waiters();
         }
         ChannelFault::Close { .. } => targets.close.notify_one(),
         ChannelFault::ClockOffset { offset_ms, .. } => gateway.offset_ms.set(*offset_ms),
         ChannelFault::AbsurdExpiry { step, value } => {
-            gateway.overrides.borrow_mut().insert(*step, value.into_override());
+            gateway
+                .overrides
+                .borrow_mut()
+                .insert(*step, value.into_override());
         }
     }
     gateway.changed.notify_waiters();
@@ -163,12 +201,24 @@ mod tests {
     #[test]
     fn faults_round_trip_through_json() {
         let faults = vec![
-            ChannelFault::GatewayDown { at_ms: 10, for_ms: 20 },
-            ChannelFault::AbsurdExpiry { step: 2, value: Absurd::FarFuture },
-            ChannelFault::ClockOffset { at_ms: 5, offset_ms: -7_200_000 },
+            ChannelFault::GatewayDown {
+                at_ms: 10,
+                for_ms: 20,
+            },
+            ChannelFault::AbsurdExpiry {
+                step: 2,
+                value: Absurd::FarFuture,
+            },
+            ChannelFault::ClockOffset {
+                at_ms: 5,
+                offset_ms: -7_200_000,
+            },
         ];
         let text = serde_json::to_string(&faults).unwrap();
-        assert!(text.contains(r#"{"fault":"gateway_down","at_ms":10,"for_ms":20}"#), "{text}");
+        assert!(
+            text.contains(r#"{"fault":"gateway_down","at_ms":10,"for_ms":20}"#),
+            "{text}"
+        );
         let back: Vec<ChannelFault> = serde_json::from_str(&text).unwrap();
         assert_eq!(back, faults);
         for fault in &faults {
@@ -180,10 +230,27 @@ mod tests {
     fn windows_and_burst_ids() {
         let steps = vec![GatewayStep {
             at_ms: 700,
-            event: GatewayEvent::ApprovalResolved { id: "a".into(), plugin: false },
+            event: GatewayEvent::ApprovalResolved {
+                id: "a".into(),
+                plugin: false,
+            },
         }];
-        assert_eq!(ChannelFault::Rebroadcast { step: 0, delay_ms: 50 }.window(&steps), (750, None));
-        assert_eq!(ChannelFault::GatewayDown { at_ms: 1, for_ms: 2 }.window(&steps), (1, Some(3)));
+        assert_eq!(
+            ChannelFault::Rebroadcast {
+                step: 0,
+                delay_ms: 50
+            }
+            .window(&steps),
+            (750, None)
+        );
+        assert_eq!(
+            ChannelFault::GatewayDown {
+                at_ms: 1,
+                for_ms: 2
+            }
+            .window(&steps),
+            (1, Some(3))
+        );
         let ids = burst_ids(1, 3);
         assert_eq!(ids.len(), 3);
         assert_ne!(ids[0], burst_ids(2, 1)[0]);

@@ -34,7 +34,10 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { pending_cap: 1_000, queue_limit: 1_000 }
+        Self {
+            pending_cap: 1_000,
+            queue_limit: 1_000,
+        }
     }
 }
 
@@ -104,10 +107,23 @@ impl Driver {
         let close = Rc::new(Notify::new());
         let (agent_ends, bridge_ends) = stdio::pipes();
         let (steps, knobs) = (scenario.gateway.clone(), gateway_knobs.clone());
-        sim.host(host::GATEWAY, move || gateway::run(steps.clone(), knobs.clone(), CLOCK_BASE_MS));
-        sim.client(host::BRIDGE, bridge::run(config, bridge_ends, close.clone()));
-        sim.client(host::AGENT, agent::run(scenario.agent.clone(), agent_ends, agent_knobs.clone()));
-        Self { scenario: scenario.clone(), gateway: gateway_knobs, agent: agent_knobs, close }
+        sim.host(host::GATEWAY, move || {
+            gateway::run(steps.clone(), knobs.clone(), CLOCK_BASE_MS)
+        });
+        sim.client(
+            host::BRIDGE,
+            bridge::run(config, bridge_ends, close.clone()),
+        );
+        sim.client(
+            host::AGENT,
+            agent::run(scenario.agent.clone(), agent_ends, agent_knobs.clone()),
+        );
+        Self {
+            scenario: scenario.clone(),
+            gateway: gateway_knobs,
+            agent: agent_knobs,
+            close,
+        }
     }
 }
 
@@ -137,9 +153,17 @@ impl family::Driver for Driver {
         let mut out = Vec::new();
         for (fault, spec) in self.scenario.faults.iter().enumerate() {
             let (start, end) = spec.window(&self.scenario.gateway);
-            out.push(Scheduled { at_ms: start, fault, phase: Phase::Start });
+            out.push(Scheduled {
+                at_ms: start,
+                fault,
+                phase: Phase::Start,
+            });
             if let Some(end) = end {
-                out.push(Scheduled { at_ms: end, fault, phase: Phase::End });
+                out.push(Scheduled {
+                    at_ms: end,
+                    fault,
+                    phase: Phase::End,
+                });
             }
         }
         family::sorted(out)
@@ -153,7 +177,11 @@ impl family::Driver for Driver {
             steps: &self.scenario.gateway,
             index: scheduled.fault,
         };
-        faults::apply(&self.scenario.faults[scheduled.fault], scheduled.phase, &targets);
+        faults::apply(
+            &self.scenario.faults[scheduled.fault],
+            scheduled.phase,
+            &targets,
+        );
     }
 
     fn heal(&self, _sim: &mut turmoil::Sim<'_>) {
@@ -163,7 +191,10 @@ impl family::Driver for Driver {
 
 /// The whole-scenario strategy for a channel case: the family's scenario plus the simulator
 /// parameters that suit it.
-pub fn case_strategy(bugs: ChannelBugs, seed: u64) -> proptest::strategy::BoxedStrategy<crate::scenario::Scenario> {
+pub fn case_strategy(
+    bugs: ChannelBugs,
+    seed: u64,
+) -> proptest::strategy::BoxedStrategy<crate::scenario::Scenario> {
     use proptest::prelude::*;
     (strategy::scenario(bugs), 0u64..=1, any::<bool>())
         .prop_map(move |(channel, latency_ticks, random_order)| {

@@ -42,7 +42,8 @@ pub enum Operator {
 
 fn operator() -> impl Strategy<Value = Operator> {
     prop_oneof![
-        3 => (any::<bool>(), any::<bool>()).prop_map(|(allow, shout)| Operator::Correct { allow, shout }),
+        3 => (any::<bool>(), any::<bool>())
+            .prop_map(|(allow, shout)| Operator::Correct { allow, shout }),
         1 => (0u8..3).prop_map(Operator::Typo),
         1 => Just(Operator::OtherChannel),
         2 => Just(Operator::Never),
@@ -77,7 +78,14 @@ fn wait_step() -> impl Strategy<Value = AgentStep> {
 }
 
 fn say(at_ms: u64, text: String, owner: bool) -> GatewayStep {
-    GatewayStep { at_ms, event: GatewayEvent::Message { session: SESSION.into(), text, owner } }
+    GatewayStep {
+        at_ms,
+        event: GatewayEvent::Message {
+            session: SESSION.into(),
+            text,
+            owner,
+        },
+    }
 }
 
 /// The operator's messages for permission `n`.
@@ -87,30 +95,56 @@ fn replies(n: usize, (at_ms, operator, after_ms): PermissionPlan) -> Vec<Gateway
     match operator {
         Operator::Correct { allow, shout } => {
             let text = format!("{} {id}", if allow { "yes" } else { "no" });
-            vec![say(at, if shout { text.to_uppercase() } else { text }, true)]
+            vec![say(
+                at,
+                if shout { text.to_uppercase() } else { text },
+                true,
+            )]
         }
-        Operator::Typo(0) => vec![say(at, format!("yes {}", id_from_index(500_000 + n as u64)), true)],
+        Operator::Typo(0) => vec![say(
+            at,
+            format!("yes {}", id_from_index(500_000 + n as u64)),
+            true,
+        )],
         Operator::Typo(1) => vec![say(at, format!("yse {id}"), true)],
         Operator::Typo(_) => vec![say(at, format!("yes {id} please"), true)],
         Operator::OtherChannel => {
-            let event = GatewayEvent::Message { session: "other".into(), text: format!("yes {id}"), owner: true };
+            let event = GatewayEvent::Message {
+                session: "other".into(),
+                text: format!("yes {id}"),
+                owner: true,
+            };
             vec![GatewayStep { at_ms: at, event }]
         }
         Operator::Never => Vec::new(),
-        Operator::Twice { gap_ms } => vec![say(at, format!("yes {id}"), true), say(at + gap_ms, format!("no {id}"), true)],
+        Operator::Twice { gap_ms } => vec![
+            say(at, format!("yes {id}"), true),
+            say(at + gap_ms, format!("no {id}"), true),
+        ],
         Operator::NonOwner => vec![say(at, format!("yes {id}"), false)],
     }
 }
 
 /// The approval events of approval `n`.
-fn approval_steps(n: usize, (at_ms, plugin, created, expires_in_ms, resolve): ApprovalPlan) -> Vec<GatewayStep> {
+fn approval_steps(
+    n: usize,
+    (at_ms, plugin, created, expires_in_ms, resolve): ApprovalPlan,
+) -> Vec<GatewayStep> {
     let id = format!("appr-{n}");
     let mut steps = vec![GatewayStep {
         at_ms,
-        event: GatewayEvent::ApprovalRequested { id: id.clone(), plugin, created, expires_in_ms },
+        event: GatewayEvent::ApprovalRequested {
+            id: id.clone(),
+            plugin,
+            created,
+            expires_in_ms,
+        },
     }];
     if let Some(after) = resolve {
-        steps.push(GatewayStep { at_ms: at_ms + after, event: GatewayEvent::ApprovalResolved { id, plugin } });
+        steps.push(GatewayStep {
+            at_ms: at_ms + after,
+            event: GatewayEvent::ApprovalResolved { id, plugin },
+        });
     }
     steps
 }
@@ -122,24 +156,47 @@ fn workload() -> impl Strategy<Value = (AgentScript, Vec<GatewayStep>)> {
     let waits = prop::collection::vec(wait_step(), 0..=3);
     let reads = prop::collection::vec(0..=SPAN_MS, 0..=3);
     let read_every = prop::option::weighted(0.85, 30_000u64..=600_000);
-    let chatter = prop::collection::vec((0..=SPAN_MS, prop::sample::select(vec!["hello", "yes", "ok"])), 0..=2);
+    let chatter = prop::collection::vec(
+        (
+            0..=SPAN_MS,
+            prop::sample::select(vec!["hello", "yes", "ok"]),
+        ),
+        0..=2,
+    );
     (permissions, approvals, waits, reads, read_every, chatter).prop_map(
         |(permissions, approvals, waits, reads, read_every_ms, chatter)| {
             let mut agent: Vec<AgentStep> = waits;
             let mut gateway = Vec::new();
             for (n, plan) in permissions.into_iter().enumerate() {
-                let op = AgentOp::PermissionRequest { request_id: id_from_index(100 + n as u64), tool_name: "Bash".into() };
+                let op = AgentOp::PermissionRequest {
+                    request_id: id_from_index(100 + n as u64),
+                    tool_name: "Bash".into(),
+                };
                 agent.push(AgentStep { at_ms: plan.0, op });
                 gateway.extend(replies(n, plan));
             }
             for (n, plan) in approvals.into_iter().enumerate() {
                 gateway.extend(approval_steps(n, plan));
             }
-            agent.extend(reads.into_iter().map(|at_ms| AgentStep { at_ms, op: AgentOp::ListPending }));
-            gateway.extend(chatter.into_iter().map(|(at_ms, text)| say(at_ms, text.to_string(), true)));
+            agent.extend(reads.into_iter().map(|at_ms| AgentStep {
+                at_ms,
+                op: AgentOp::ListPending,
+            }));
+            gateway.extend(
+                chatter
+                    .into_iter()
+                    .map(|(at_ms, text)| say(at_ms, text.to_string(), true)),
+            );
             agent.sort_by_key(|s| s.at_ms);
             gateway.sort_by_key(|s| s.at_ms);
-            (AgentScript { steps: agent, read_every_ms, end_at_ms: 0 }, gateway)
+            (
+                AgentScript {
+                    steps: agent,
+                    read_every_ms,
+                    end_at_ms: 0,
+                },
+                gateway,
+            )
         },
     )
 }
@@ -147,13 +204,21 @@ fn workload() -> impl Strategy<Value = (AgentScript, Vec<GatewayStep>)> {
 /// Which fault kinds are on for this case.
 fn profile() -> impl Strategy<Value = Vec<&'static str>> {
     prop::collection::vec(any::<bool>(), KINDS.len()).prop_map(|on| {
-        KINDS.iter().zip(on).filter(|(_, on)| *on).map(|(kind, _)| *kind).collect()
+        KINDS
+            .iter()
+            .zip(on)
+            .filter(|(_, on)| *on)
+            .map(|(kind, _)| *kind)
+            .collect()
     })
 }
 
 /// Production limits, or a compressed profile a burst can cross cheaply.
 fn limits() -> impl Strategy<Value = Limits> {
-    let compressed = (2usize..=16, 3usize..=24).prop_map(|(pending_cap, queue_limit)| Limits { pending_cap, queue_limit });
+    let compressed = (2usize..=16, 3usize..=24).prop_map(|(pending_cap, queue_limit)| Limits {
+        pending_cap,
+        queue_limit,
+    });
     prop_oneof![2 => compressed, 1 => Just(Limits::default())]
 }
 
@@ -167,14 +232,26 @@ fn fault(kind: &'static str, limits: Limits, steps: usize) -> BoxedStrategy<Chan
         "rebroadcast" => (step, 1_000u64..=40 * 60_000)
             .prop_map(|(step, delay_ms)| ChannelFault::Rebroadcast { step, delay_ms })
             .boxed(),
-        "burst" => (at, 1..=limits.pending_cap + limits.pending_cap / 4 + 2, any::<bool>())
-            .prop_map(|(at_ms, count, approvals)| ChannelFault::Burst { at_ms, count, approvals })
+        "burst" => (
+            at,
+            1..=limits.pending_cap + limits.pending_cap / 4 + 2,
+            any::<bool>(),
+        )
+            .prop_map(|(at_ms, count, approvals)| ChannelFault::Burst {
+                at_ms,
+                count,
+                approvals,
+            })
             .boxed(),
-        "close" => (0..=SPAN_MS + 30 * 60_000).prop_map(|at_ms| ChannelFault::Close { at_ms }).boxed(),
+        "close" => (0..=SPAN_MS + 30 * 60_000)
+            .prop_map(|at_ms| ChannelFault::Close { at_ms })
+            .boxed(),
         "clock_offset" => (at, -3 * 3_600_000i64..=3 * 3_600_000)
             .prop_map(|(at_ms, offset_ms)| ChannelFault::ClockOffset { at_ms, offset_ms })
             .boxed(),
-        _ => (step, absurd()).prop_map(|(step, value)| ChannelFault::AbsurdExpiry { step, value }).boxed(),
+        _ => (step, absurd())
+            .prop_map(|(step, value)| ChannelFault::AbsurdExpiry { step, value })
+            .boxed(),
     }
 }
 
@@ -193,19 +270,34 @@ fn absurd() -> impl Strategy<Value = Absurd> {
 pub fn scenario(bugs: ChannelBugs) -> impl Strategy<Value = ChannelScenario> {
     (profile(), limits(), workload())
         .prop_flat_map(|(kinds, limits, (agent, gateway))| {
-            let choices: Vec<BoxedStrategy<ChannelFault>> =
-                kinds.iter().map(|kind| fault(kind, limits, gateway.len())).collect();
+            let choices: Vec<BoxedStrategy<ChannelFault>> = kinds
+                .iter()
+                .map(|kind| fault(kind, limits, gateway.len()))
+                .collect();
             let faults = if choices.is_empty() {
                 Just(Vec::new()).boxed()
             } else {
                 prop::collection::vec(prop::strategy::Union::new(choices), 0..=6).boxed()
             };
             let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
-            (Just(limits), Just(agent), Just(gateway), faults, Just(profile))
+            (
+                Just(limits),
+                Just(agent),
+                Just(gateway),
+                faults,
+                Just(profile),
+            )
         })
         .prop_map(move |(limits, mut agent, gateway, faults, profile)| {
             agent.end_at_ms = end_at_ms(&agent.steps, &gateway, &faults);
-            ChannelScenario { bugs, limits, agent, gateway, faults, profile }
+            ChannelScenario {
+                bugs,
+                limits,
+                agent,
+                gateway,
+                faults,
+                profile,
+            }
         })
 }
 
@@ -218,7 +310,12 @@ pub fn end_at_ms(agent: &[AgentStep], gateway: &[GatewayStep], faults: &[Channel
         let (start, end) = f.window(gateway);
         end.unwrap_or(start)
     });
-    let last = agent.iter().map(|s| s.at_ms).chain(gateway.iter().map(|s| s.at_ms)).chain(last_fault).max();
+    let last = agent
+        .iter()
+        .map(|s| s.at_ms)
+        .chain(gateway.iter().map(|s| s.at_ms))
+        .chain(last_fault)
+        .max();
     last.unwrap_or(0) + spec.permission_ttl_ms + 3 * spec.sweep_interval_ms + 60_000
 }
 

@@ -31,8 +31,12 @@ fn events<'a>(outcome: &'a Outcome, kind: &'a str) -> Vec<&'a TraceEvent> {
 /// The ids each read of `map` returned, with the minute the agent asked (the line reaches the
 /// bridge at the next tick).
 fn reads(outcome: &Outcome, map: &str) -> Vec<(u64, String)> {
-    let reads = events(outcome, kind::READ_RESULT).into_iter().filter(|e| e.text("map") == map);
-    reads.map(|e| (e.at_ms / MIN * MIN, e.text("ids"))).collect()
+    let reads = events(outcome, kind::READ_RESULT)
+        .into_iter()
+        .filter(|e| e.text("map") == map);
+    reads
+        .map(|e| (e.at_ms / MIN * MIN, e.text("ids")))
+        .collect()
 }
 
 /// Run a scripted scenario that must pass, and snapshot it.
@@ -45,7 +49,9 @@ fn clean(name: &str, scenario: &Scenario) -> Outcome {
 
 /// The `(reason, virtual time)` of every removal of `id`.
 fn removals(outcome: &Outcome, id: &str) -> Vec<(String, u64)> {
-    let removed = events(outcome, kind::PENDING_REMOVE).into_iter().filter(|e| e.text("id") == id);
+    let removed = events(outcome, kind::PENDING_REMOVE)
+        .into_iter()
+        .filter(|e| e.text("id") == id);
     removed.map(|e| (e.text("reason"), e.at_ms)).collect()
 }
 
@@ -53,18 +59,27 @@ fn removals(outcome: &Outcome, id: &str) -> Vec<(String, u64)> {
 #[test]
 fn permission_is_evicted_at_the_ttl_boundary() {
     let outcome = clean("permission_ttl_boundary", &canon::permission_ttl_boundary());
-    assert_eq!(reads(&outcome, "permission"), [(5 * MIN, "abcde".into()), (65 * MIN, String::new())]);
+    assert_eq!(
+        reads(&outcome, "permission"),
+        [(5 * MIN, "abcde".into()), (65 * MIN, String::new())]
+    );
     let removed = removals(&outcome, "abcde");
     assert_eq!(removed.len(), 1);
     assert_eq!(removed[0].0, "expired");
-    assert!(removed[0].1 >= 60 * MIN && removed[0].1 <= 65 * MIN + 10_000, "{removed:?}");
+    assert!(
+        removed[0].1 >= 60 * MIN && removed[0].1 <= 65 * MIN + 10_000,
+        "{removed:?}"
+    );
 }
 
 // Goal: `expiresAtMs` bounds an approval. Method: expiry 10 min ahead; reads at 5 and 11 min.
 #[test]
 fn approval_with_expires_at_is_gone_after_it() {
     let outcome = clean("approval_expires_at", &canon::approval_expires_at());
-    assert_eq!(reads(&outcome, "approval"), [(5 * MIN, "appr-1".into()), (11 * MIN, String::new())]);
+    assert_eq!(
+        reads(&outcome, "approval"),
+        [(5 * MIN, "appr-1".into()), (11 * MIN, String::new())]
+    );
     assert_eq!(removals(&outcome, "appr-1")[0].0, "expired");
 }
 
@@ -74,7 +89,13 @@ fn approval_with_expires_at_is_gone_after_it() {
 fn approvals_without_expiry_use_the_thirty_minute_default() {
     let outcome = clean("approval_fallback_ttl", &canon::approval_fallback_ttl());
     let reads = reads(&outcome, "approval");
-    assert_eq!(reads, [(29 * MIN, "appr-bare,appr-created".into()), (35 * MIN, String::new())]);
+    assert_eq!(
+        reads,
+        [
+            (29 * MIN, "appr-bare,appr-created".into()),
+            (35 * MIN, String::new())
+        ]
+    );
     for id in ["appr-bare", "appr-created"] {
         assert_eq!(removals(&outcome, id)[0].0, "expired", "{id}");
     }
@@ -94,8 +115,15 @@ fn close_clears_both_maps_and_leaves_no_timer() {
         assert_eq!(close.get("timer"), Some(&Value::Bool(false)));
     }
     let stops = events(&outcome, kind::SWEEPER_STOP);
-    assert_eq!(stops.iter().map(|e| e.text("reason")).collect::<Vec<_>>(), ["close"]);
-    assert_eq!(reads(&outcome, "permission"), [(11 * MIN, String::new())], "a read after close");
+    assert_eq!(
+        stops.iter().map(|e| e.text("reason")).collect::<Vec<_>>(),
+        ["close"]
+    );
+    assert_eq!(
+        reads(&outcome, "permission"),
+        [(11 * MIN, String::new())],
+        "a read after close"
+    );
 }
 
 // Goal: nothing is tracked after close. Method: close at 1 min, a request at 2, an approval at 3.
@@ -103,7 +131,10 @@ fn close_clears_both_maps_and_leaves_no_timer() {
 fn a_permission_request_after_close_is_ignored() {
     let outcome = clean("request_after_close", &canon::request_after_close());
     let ignored = events(&outcome, kind::PENDING_IGNORED);
-    let reasons: Vec<String> = ignored.iter().map(|e| format!("{} {}", e.text("map"), e.text("reason"))).collect();
+    let reasons: Vec<String> = ignored
+        .iter()
+        .map(|e| format!("{} {}", e.text("map"), e.text("reason")))
+        .collect();
     assert_eq!(reasons, ["permission closed", "approval closed"]);
     assert!(events(&outcome, kind::PENDING_ADD).is_empty());
     assert!(events(&outcome, kind::SWEEPER_START).is_empty());
@@ -112,20 +143,36 @@ fn a_permission_request_after_close_is_ignored() {
 // Goal: the sweeper is lazy. Method: an idle bridge for 20 min, then one request.
 #[test]
 fn no_sweeper_before_the_first_entry() {
-    let outcome = clean("no_sweeper_before_first_entry", &canon::no_sweeper_before_first_entry());
+    let outcome = clean(
+        "no_sweeper_before_first_entry",
+        &canon::no_sweeper_before_first_entry(),
+    );
     let starts = events(&outcome, kind::SWEEPER_START);
     assert_eq!(starts.len(), 1);
-    assert!(starts[0].at_ms >= 20 * MIN, "started at {}", starts[0].at_ms);
+    assert!(
+        starts[0].at_ms >= 20 * MIN,
+        "started at {}",
+        starts[0].at_ms
+    );
 }
 
 // Goal: reads filter expired entries between sweeps. Method: expiry at 7.5 min, sweeps at 5 and
 // 10, reads at 7 and 8 min.
 #[test]
 fn reads_between_expiry_and_the_next_tick_return_nothing_expired() {
-    let outcome = clean("read_between_expiry_and_tick", &canon::read_between_expiry_and_tick());
-    assert_eq!(reads(&outcome, "approval"), [(7 * MIN, "appr-1".into()), (8 * MIN, String::new())]);
+    let outcome = clean(
+        "read_between_expiry_and_tick",
+        &canon::read_between_expiry_and_tick(),
+    );
+    assert_eq!(
+        reads(&outcome, "approval"),
+        [(7 * MIN, "appr-1".into()), (8 * MIN, String::new())]
+    );
     let removed = removals(&outcome, "appr-1");
-    assert!(removed[0].1 > 8 * MIN, "still in the map at the second read: {removed:?}");
+    assert!(
+        removed[0].1 > 8 * MIN,
+        "still in the map at the second read: {removed:?}"
+    );
 }
 
 // Goal: the sweeper stops when both maps drain and restarts on the next entry. Method: two
@@ -140,9 +187,17 @@ fn sweeper_stops_when_drained_and_restarts_on_the_next_entry() {
         .filter(|e| e.kind == kind::SWEEPER_START || e.kind == kind::SWEEPER_STOP)
         .map(|e| format!("{} {}", e.kind, e.text("reason")))
         .collect();
-    let expected = ["sweeper.start insert", "sweeper.stop empty", "sweeper.start insert", "sweeper.stop empty"];
+    let expected = [
+        "sweeper.start insert",
+        "sweeper.stop empty",
+        "sweeper.start insert",
+        "sweeper.stop empty",
+    ];
     assert_eq!(timeline[..4], expected, "{timeline:?}");
-    let decisions: Vec<String> = events(&outcome, kind::DECISION_SENT).iter().map(|e| e.text("behavior")).collect();
+    let decisions: Vec<String> = events(&outcome, kind::DECISION_SENT)
+        .iter()
+        .map(|e| e.text("behavior"))
+        .collect();
     assert_eq!(decisions, ["allow", "deny"]);
 }
 
@@ -154,7 +209,10 @@ fn only_the_owner_decides_and_only_once() {
     let decisions = events(&outcome, kind::DECISION_SENT);
     assert_eq!(decisions.len(), 1);
     assert_eq!(decisions[0].text("behavior"), "deny");
-    let outcomes: Vec<String> = events(&outcome, kind::OPERATOR_MESSAGE).iter().map(|e| e.text("outcome")).collect();
+    let outcomes: Vec<String> = events(&outcome, kind::OPERATOR_MESSAGE)
+        .iter()
+        .map(|e| e.text("outcome"))
+        .collect();
     assert_eq!(outcomes, ["ordinary", "decision", "unknown"]);
 }
 
@@ -167,27 +225,71 @@ fn a_burst_over_the_cap_evicts_the_oldest() {
         .filter(|e| e.text("reason") == "evicted")
         .map(|e| e.text("id"))
         .collect();
-    assert_eq!(evicted, ["burst-0-0", "burst-0-1", "burst-0-2", "burst-0-3", "burst-0-4", "burst-0-5"]);
-    assert_eq!(reads(&outcome, "approval"), [(2 * MIN, "burst-0-6,burst-0-7,burst-0-8,burst-0-9".into())]);
+    assert_eq!(
+        evicted,
+        [
+            "burst-0-0",
+            "burst-0-1",
+            "burst-0-2",
+            "burst-0-3",
+            "burst-0-4",
+            "burst-0-5"
+        ]
+    );
+    assert_eq!(
+        reads(&outcome, "approval"),
+        [(2 * MIN, "burst-0-6,burst-0-7,burst-0-8,burst-0-9".into())]
+    );
 }
 
 // Each scripted scenario is also a regression test: with its bug switched on, a checker fails.
 #[test]
 fn scripted_scenarios_fail_with_their_bugs_on() {
     let cases = [
-        (canon::permission_ttl_boundary(), "no_ttl", "pending_leaves_by_expiry"),
-        (canon::approval_fallback_ttl(), "reanchor_fallback_ttl", "pending_leaves_by_expiry"),
+        (
+            canon::permission_ttl_boundary(),
+            "no_ttl",
+            "pending_leaves_by_expiry",
+        ),
+        (
+            canon::approval_fallback_ttl(),
+            "reanchor_fallback_ttl",
+            "pending_leaves_by_expiry",
+        ),
         (canon::close_clears(), "no_close_clear", "close_clears"),
-        (canon::request_after_close(), "no_closed_guard", "close_clears"),
-        (canon::no_sweeper_before_first_entry(), "eager_sweeper", "no_idle_sweeper"),
-        (canon::read_between_expiry_and_tick(), "no_read_filter", "reads_filter_expired"),
-        (canon::owner_only_decision(), "no_owner_check", "one_owner_decision"),
+        (
+            canon::request_after_close(),
+            "no_closed_guard",
+            "close_clears",
+        ),
+        (
+            canon::no_sweeper_before_first_entry(),
+            "eager_sweeper",
+            "no_idle_sweeper",
+        ),
+        (
+            canon::read_between_expiry_and_tick(),
+            "no_read_filter",
+            "reads_filter_expired",
+        ),
+        (
+            canon::owner_only_decision(),
+            "no_owner_check",
+            "one_owner_decision",
+        ),
         (canon::burst_over_cap(), "no_pending_cap", "bounded_sizes"),
     ];
     for (scenario, bug, invariant) in cases {
         let outcome = run(&scenarios::with_bugs(scenario, &[bug]));
-        let found: Vec<&str> = outcome.violations.iter().map(|v| v.invariant.as_str()).collect();
-        assert!(found.contains(&invariant), "{bug}: expected {invariant}, found {found:?}");
+        let found: Vec<&str> = outcome
+            .violations
+            .iter()
+            .map(|v| v.invariant.as_str())
+            .collect();
+        assert!(
+            found.contains(&invariant),
+            "{bug}: expected {invariant}, found {found:?}"
+        );
     }
 }
 
@@ -220,5 +322,9 @@ fn every_channel_switch_is_found_within_256_cases() {
             None => missed.push(*bug),
         }
     }
-    assert_eq!(missed, Vec::<&str>::new(), "switches not found within {BUDGET} cases");
+    assert_eq!(
+        missed,
+        Vec::<&str>::new(),
+        "switches not found within {BUDGET} cases"
+    );
 }
