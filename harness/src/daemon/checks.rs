@@ -54,8 +54,8 @@ pub struct Attempt {
     pub action: u64,
     pub method: String,
     pub timeout_ms: Option<u64>,
-    /// The later of the send and the last frame whose id matched.
-    pub last_activity_ms: u64,
+    /// The send, then every frame whose id matched: when the CLI last heard from the daemon.
+    pub activity_ms: Vec<u64>,
     pub end: Option<End>,
 }
 
@@ -126,7 +126,7 @@ impl<'a> Facts<'a> {
                 }
                 kind::CLI_FRAME if event.get("matched") == Some(&Value::Bool(true)) => {
                     if let Some(attempt) = by_id.get(&id).map(|&i| &mut self.attempts[i]) {
-                        attempt.last_activity_ms = attempt.last_activity_ms.max(event.at_ms);
+                        attempt.activity_ms.push(event.at_ms);
                     }
                 }
                 kind::CLI_REPLY | kind::CLI_FAIL => {
@@ -215,7 +215,7 @@ fn attempt(index: usize, event: &TraceEvent) -> Attempt {
         action: event.num("action"),
         method: msg.get("method").and_then(Value::as_str).unwrap_or("").to_string(),
         timeout_ms: msg.pointer("/params/timeoutMs").and_then(Value::as_u64),
-        last_activity_ms: event.at_ms,
+        activity_ms: vec![event.at_ms],
         end: None,
     }
 }
@@ -345,21 +345,21 @@ pub fn bounded_latency(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// A silent daemon is detected within the caller's deadline: no request outlives its idle
-/// budget after the last frame it received.
+/// A silent daemon is detected within the caller's deadline: no request stays open longer than
+/// its idle budget after the last frame it received.
 pub fn silent_daemon_detected(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for attempt in &facts.attempts {
         let deadline = facts.deadline_ms(attempt);
-        let due = attempt.last_activity_ms + deadline + facts.slack_ms;
-        let (late, index) = match &attempt.end {
-            Some(end) => (end.at_ms > due, end.index),
-            None => (due <= facts.horizon_ms, attempt.index),
-        };
-        if late {
+        let end_ms = attempt.end.as_ref().map_or(facts.horizon_ms, |end| end.at_ms);
+        let mut heard = attempt.activity_ms.clone();
+        heard.push(end_ms);
+        let silence = heard.windows(2).map(|w| (w[0], w[1])).find(|(from, to)| to - from.min(to) > deadline + facts.slack_ms);
+        if let Some((from, to)) = silence {
+            let index = attempt.end.as_ref().map_or(attempt.index, |end| end.index);
             let detail = format!(
-                "{} {} heard nothing since {} ms yet stayed open past its {deadline} ms deadline",
-                attempt.method, attempt.id, attempt.last_activity_ms
+                "{} {} heard nothing from {from} to {to} ms yet stayed open past its {deadline} ms deadline",
+                attempt.method, attempt.id
             );
             found.push(facts.violation("silent_daemon_detected", index, detail));
         }

@@ -3,6 +3,7 @@
 
 mod channel;
 mod committed;
+mod daemon;
 mod determinism;
 mod generated;
 mod regressions;

@@ -1,0 +1,198 @@
+//! The daemon family: scripted scenarios reproducing the original project's proof runs (each
+//! with a trace snapshot, assertions on the effect, and a failure with its bug on), generated
+//! runs with every switch off, and the regression suite: every switch found within 256 cases.
+
+use bridge_under_test::daemon::client::Method;
+use bridge_under_test::daemon::DaemonBugs;
+use bridge_under_test::events::kind;
+use harness::hunt::{hunt, HuntConfig, Quiet};
+use harness::runner::run;
+use harness::scenario::{Family, Scenario};
+use harness::trace::{Outcome, TraceEvent};
+use scenarios::daemon;
+
+fn snapshot(name: &str, outcome: &Outcome) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("../../../snapshots");
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(|| insta::assert_snapshot!(name, scenarios::snapshot(&outcome.trace)));
+}
+
+fn events<'a>(outcome: &'a Outcome, kind: &'a str) -> Vec<&'a TraceEvent> {
+    outcome.trace.of_kind(kind).map(|(_, e)| e).collect()
+}
+
+fn count(outcome: &Outcome, kind: &str) -> usize {
+    outcome.trace.of_kind(kind).count()
+}
+
+/// The single `cli.done` of a one-invocation scenario: (outcome, attempts).
+fn done(outcome: &Outcome) -> (String, u64) {
+    let done = events(outcome, kind::CLI_DONE);
+    assert_eq!(done.len(), 1, "one invocation ended");
+    (done[0].text("outcome"), done[0].num("attempts"))
+}
+
+/// The invariants a scenario breaks with `bug` switched on.
+fn broken_with(scenario: Scenario, bug: &str) -> Vec<String> {
+    let outcome = run(&scenarios::with_bugs(scenario, &[bug]));
+    outcome.violations.iter().map(|v| v.invariant.clone()).collect()
+}
+
+fn assert_broken(scenario: Scenario, bug: &str, invariant: &str) {
+    let found = broken_with(scenario, bug);
+    assert!(found.iter().any(|f| f == invariant), "{bug}: expected {invariant}, found {found:?}");
+}
+
+// Goal: an OAuth wait followed by three slow pages, all under a 400 ms deadline, resolves.
+// Method: the user approves 150 ms after the prompt; each page is 300 ms late, so the listing
+// takes about a second while frames every 133 ms keep the socket alive.
+#[test]
+fn oauth_wait_and_delayed_pages_resolve_once() {
+    let outcome = run(&daemon::oauth_then_delayed_pages());
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(done(&outcome), ("ok".to_string(), 1));
+    assert_eq!(count(&outcome, kind::SERVER_EXEC), 1, "one listTools execution, no replay");
+    assert_eq!(count(&outcome, kind::DAEMON_LAUNCH), 1, "no relaunch");
+    assert_eq!(count(&outcome, kind::BROWSER_PROMPT), 1, "one authorization flow");
+    let delayed = events(&outcome, kind::FAULT_FIRED).iter().filter(|e| e.text("fault") == "page_delay").count();
+    assert_eq!(delayed, 3, "all three pages were late");
+    snapshot("daemon_oauth_then_delayed_pages", &outcome);
+    assert_broken(daemon::oauth_then_delayed_pages(), "no_progress_frames", "no_early_timeout");
+}
+
+// Goal: a deadline shorter than the work is carried by frames. Method: 120 ms deadline, the
+// tool works 360 ms; frames every 40 ms.
+#[test]
+fn short_deadline_with_long_work_succeeds() {
+    let outcome = run(&daemon::short_deadline_long_work());
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(done(&outcome), ("ok".to_string(), 1));
+    let request = &events(&outcome, kind::DAEMON_REQUEST)[0];
+    assert_eq!(request.num("interval_ms"), 40, "cadence d/3");
+    assert!(count(&outcome, kind::CLI_FRAME) >= 9, "frames carried the call");
+    snapshot("daemon_short_deadline_long_work", &outcome);
+    assert_broken(daemon::short_deadline_long_work(), "cadence_floor", "no_early_timeout");
+    assert_broken(daemon::short_deadline_long_work(), "late_first_frame", "no_early_timeout");
+}
+
+// Goal: with a 30 ms deadline the first frame arrives before any 10 ms interval elapses.
+#[test]
+fn tiny_deadline_sees_its_first_frame_at_once() {
+    let outcome = run(&daemon::tiny_deadline());
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(done(&outcome), ("ok".to_string(), 1));
+    let sent = events(&outcome, kind::CLI_SEND)[0].at_ms;
+    let first = events(&outcome, kind::CLI_FRAME)[0].at_ms;
+    assert!(first - sent < 10, "first frame {} ms after the request", first - sent);
+    snapshot("daemon_tiny_deadline", &outcome);
+    assert_broken(daemon::tiny_deadline(), "late_first_frame", "no_early_timeout");
+}
+
+// Goal: a daemon that stops sending frames trips the caller's deadline. Method: the event loop
+// stalls for 2 s mid-listing under a 400 ms deadline; the client gives up, replaces the daemon
+// and the retry succeeds.
+#[test]
+fn silent_daemon_trips_the_deadline() {
+    let outcome = run(&daemon::stalled_daemon());
+    assert_eq!(outcome.violations, vec![]);
+    let fails = events(&outcome, kind::CLI_FAIL);
+    assert_eq!(fails.len(), 1);
+    assert_eq!(fails[0].text("reason"), "idle");
+    let last_frame = events(&outcome, kind::CLI_FRAME).iter().filter(|e| e.at_ms < fails[0].at_ms).map(|e| e.at_ms).max().unwrap();
+    assert!(fails[0].at_ms - last_frame <= 400 + 20, "detected {} ms after the last frame", fails[0].at_ms - last_frame);
+    assert_eq!(done(&outcome), ("ok".to_string(), 2), "restarted and retried once");
+    snapshot("daemon_stalled_daemon", &outcome);
+    assert_broken(daemon::stalled_daemon(), "fixed_phase_socket_budget", "silent_daemon_detected");
+}
+
+// Goal: cursors page-2, page-3, page-2 end the listing with a repeated-cursor error after
+// exactly three requests.
+#[test]
+fn repeated_cursor_ends_the_listing() {
+    let outcome = run(&daemon::repeated_cursor());
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(done(&outcome), ("runtime_error".to_string(), 1));
+    let pages = events(&outcome, kind::SERVER_RECV).iter().filter(|e| e.text("msg").contains("tools/list")).count();
+    assert_eq!(pages, 3, "exactly three tools/list requests");
+    snapshot("daemon_repeated_cursor", &outcome);
+    assert_broken(daemon::repeated_cursor(), "no_cursor_guard", "listing_ends");
+}
+
+// Goal: fixed-phase methods against a server that accepts and never answers end with
+// `operation_timeout` at the ceiling (2 000 + 500 ms), not never.
+#[test]
+fn wedged_server_ends_at_the_ceiling() {
+    let cases = [
+        ("tools/call", Method::CallTool { work_ms: 10 }, "daemon_wedged_call_tool"),
+        ("resources/list", Method::ListResources, "daemon_wedged_list_resources"),
+        ("resources/read", Method::ReadResource, "daemon_wedged_read_resource"),
+    ];
+    for (method, invocation, name) in cases {
+        let outcome = run(&daemon::wedged(method, invocation.clone()));
+        assert_eq!(outcome.violations, vec![], "{method}");
+        assert_eq!(done(&outcome), ("operation_timeout".to_string(), 1), "{method}");
+        let sent = events(&outcome, kind::CLI_SEND)[0].at_ms;
+        let replied = events(&outcome, kind::CLI_REPLY)[0].at_ms;
+        assert!((2_500..=2_600).contains(&(replied - sent)), "{method}: ended after {} ms", replied - sent);
+        assert_eq!(count(&outcome, kind::DAEMON_LAUNCH), 1, "{method}: final, no restart");
+        snapshot(name, &outcome);
+        assert_broken(daemon::wedged(method, invocation), "no_operation_ceiling", "bounded_latency");
+    }
+}
+
+// Goal: listTools without a timeout lets OAuth take its own bound, not the SDK's default.
+#[test]
+fn slow_approval_within_the_oauth_bound_succeeds() {
+    let outcome = run(&daemon::slow_approval());
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(done(&outcome), ("ok".to_string(), 1));
+    snapshot("daemon_slow_approval", &outcome);
+    assert_broken(daemon::slow_approval(), "sdk_default_timeout", "no_early_timeout");
+}
+
+// Goal: an OAuth wait that expires is final: one prompt, no restart, no second flow.
+#[test]
+fn expired_oauth_wait_is_final() {
+    let outcome = run(&daemon::approval_never());
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(done(&outcome), ("operation_timeout".to_string(), 1));
+    assert_eq!(count(&outcome, kind::BROWSER_PROMPT), 1);
+    assert_eq!(count(&outcome, kind::DAEMON_LAUNCH), 1);
+    snapshot("daemon_approval_never", &outcome);
+    assert_broken(daemon::approval_never(), "operation_timeout_retryable", "one_oauth_flow_per_action");
+}
+
+fn hunt_config(bugs: Vec<String>, cases: u64, base_seed: u64) -> HuntConfig {
+    let mut config = HuntConfig::new(Family::Daemon, &bugs, cases, base_seed);
+    config.shrink_budget = 0;
+    config
+}
+
+#[test]
+fn generated_runs_with_every_switch_off_find_nothing() {
+    let cases = crate::cases(64);
+    let report = hunt(&hunt_config(Vec::new(), cases, 0xC1EA_0003), &mut Quiet).unwrap();
+    assert_eq!(report.cases, cases);
+    if let Some(finding) = report.findings.first() {
+        panic!(
+            "false alarm with every switch off: {:?}\ntoken: {}\n{}",
+            finding.original.violations,
+            finding.token,
+            finding.shrunk.scenario.to_json()
+        );
+    }
+}
+
+#[test]
+fn every_daemon_switch_is_found_within_the_budget() {
+    let mut missed = Vec::new();
+    for bug in DaemonBugs::NAMES {
+        let report = hunt(&hunt_config(vec![bug.to_string()], 256, 0x0BAD_0003), &mut Quiet).unwrap();
+        match report.findings.first() {
+            Some(finding) => println!("{bug}: found after {} cases", finding.index + 1),
+            None => missed.push(*bug),
+        }
+    }
+    assert_eq!(missed, Vec::<&str>::new(), "switches not found within 256 cases");
+}
