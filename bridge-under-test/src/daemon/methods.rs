@@ -13,14 +13,16 @@ use super::mcp::RESOURCE_URI;
 use super::process::Ctx;
 use super::upstream::{self, UpstreamError};
 use super::wire::{code, Failure, Request};
+use crate::seam::Instant;
 
-/// Run one request's work.
-pub async fn dispatch(ctx: &Rc<Ctx>, request: &Request) -> Result<Value, Failure> {
+/// Run one request's work. `admitted` anchors the operation ceiling: a stalled event loop that
+/// polls the work late must not push the ceiling out.
+pub async fn dispatch(ctx: &Rc<Ctx>, request: &Request, admitted: Instant) -> Result<Value, Failure> {
     match request.method.as_str() {
         "status" => Ok(status(ctx)),
         "stop" => stop(ctx, request),
         "listTools" => list_tools(ctx, request).await,
-        method if fixed_phase(method) => fixed(ctx, request).await,
+        method if fixed_phase(method) => fixed(ctx, request, admitted).await,
         method => Err(Failure::new(code::UNKNOWN_METHOD, format!("unknown method {method}"))),
     }
 }
@@ -92,7 +94,7 @@ async fn list_tools(ctx: &Rc<Ctx>, request: &Request) -> Result<Value, Failure> 
 
 /// A fixed-phase method: connect (OAuth bounded by `oauth_timeout_ms`), then one upstream call,
 /// all under the absolute ceiling.
-async fn fixed(ctx: &Rc<Ctx>, request: &Request) -> Result<Value, Failure> {
+async fn fixed(ctx: &Rc<Ctx>, request: &Request, admitted: Instant) -> Result<Value, Failure> {
     let work = async {
         if request.method == "closeServer" {
             ctx.state.borrow_mut().upstream.close();
@@ -106,7 +108,7 @@ async fn fixed(ctx: &Rc<Ctx>, request: &Request) -> Result<Value, Failure> {
     let Some(ceiling_ms) = ctx.rules.ceiling_ms(request.timeout_ms()) else {
         return work.await.map_err(|e| failure(ctx, e));
     };
-    match tokio::time::timeout(Duration::from_millis(ceiling_ms), work).await {
+    match tokio::time::timeout_at(admitted + Duration::from_millis(ceiling_ms), work).await {
         Ok(result) => result.map_err(|e| failure(ctx, e)),
         Err(_) => {
             let text = format!("{} timed out at its {ceiling_ms} ms operation ceiling", request.method);

@@ -43,6 +43,7 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
     let mut lines = BufReader::new(reader).lines();
     let read = tokio::time::timeout(Duration::from_millis(STATUS_TIMEOUT_MIN_MS), lines.next_line());
     let Ok(Ok(Some(line))) = read.await else { return };
+    let admitted = seam::now();
     let request: Request = match serde_json::from_str(&line) {
         Ok(request) => request,
         Err(error) => {
@@ -62,7 +63,7 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
         first_ms = if interval_ms.is_some() { first_ms } else { 0 }
     );
     ctx.state.borrow_mut().active += 1;
-    let outcome = with_frames(ctx, &mut writer, &request, interval_ms).await;
+    let outcome = with_frames(ctx, &mut writer, &request, (interval_ms, admitted)).await;
     ctx.state.borrow_mut().active -= 1;
     let Ok(outcome) = outcome else { return };
     let (ok, code) = (outcome.is_ok(), outcome.as_ref().err().map_or("", |f| f.code));
@@ -90,9 +91,9 @@ async fn with_frames<W: AsyncWriteExt + Unpin>(
     ctx: &Rc<Ctx>,
     writer: &mut W,
     request: &Request,
-    interval_ms: Option<u64>,
+    (interval_ms, admitted): (Option<u64>, seam::Instant),
 ) -> std::io::Result<Result<Value, Failure>> {
-    let work = methods::dispatch(ctx, request);
+    let work = methods::dispatch(ctx, request, admitted);
     tokio::pin!(work);
     let Some(interval_ms) = interval_ms else { return Ok(work.await) };
     let interval = Duration::from_millis(interval_ms);

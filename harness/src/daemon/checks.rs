@@ -326,9 +326,12 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
 }
 
 /// Every fixed-phase request ends within its operation ceiling: heartbeats never keep it open.
+/// (A stalled daemon cannot write its ceiling answer; the idle budget bounds that case, which
+/// `silent_daemon_detected` judges.)
 pub fn bounded_latency(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
-    for attempt in facts.attempts.iter().filter(|a| fixed_phase(&a.method)) {
+    let judged = facts.attempts.iter().filter(|a| fixed_phase(&a.method) && !facts.disrupted(a.action));
+    for attempt in judged {
         let due = attempt.at_ms + facts.ceiling_ms(attempt) + facts.slack_ms;
         let (late, index) = match &attempt.end {
             Some(end) => (end.at_ms > due, end.index),

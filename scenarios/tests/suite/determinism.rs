@@ -41,3 +41,18 @@ fn twenty_channel_scenarios_run_twice_give_identical_traces() {
     }
     assert_eq!(distinct.len(), 20, "different seeds give different runs");
 }
+
+#[test]
+fn twenty_daemon_scenarios_run_twice_give_identical_traces() {
+    let mut distinct = std::collections::BTreeSet::new();
+    for index in 0..20 {
+        let token = Token::new(Family::Daemon, &[], hunt::case_seed(0xD37E_0003, index)).unwrap();
+        let scenario = hunt::generate(&token).current();
+        let (first, second) = (run(&scenario), run(&scenario));
+        assert!(first.trace.events.len() > 5, "{token}: a trace worth comparing");
+        assert_eq!(first.trace.hash(), second.trace.hash(), "{token} diverged");
+        assert_eq!(first.violations, second.violations);
+        distinct.insert(first.trace.hash());
+    }
+    assert_eq!(distinct.len(), 20, "different seeds give different runs");
+}
