@@ -8,7 +8,13 @@ use harness::scenario::Scenario;
 
 /// A daemon scenario: the family's tick and horizon, the user approving after 50 ms unless a
 /// fault says otherwise.
-pub fn daemon(seed: u64, timing: Timing, pages: u32, invocations: Vec<Invocation>, faults: Vec<DaemonFault>) -> Scenario {
+pub fn daemon(
+    seed: u64,
+    timing: Timing,
+    pages: u32,
+    invocations: Vec<Invocation>,
+    faults: Vec<DaemonFault>,
+) -> Scenario {
     let scenario = DaemonScenario {
         bugs: DaemonBugs::default(),
         timing,
@@ -22,24 +28,48 @@ pub fn daemon(seed: u64, timing: Timing, pages: u32, invocations: Vec<Invocation
 }
 
 pub fn invoke(at_ms: u64, method: Method, timeout_ms: Option<u64>) -> Invocation {
-    Invocation { at_ms, method, timeout_ms }
+    Invocation {
+        at_ms,
+        method,
+        timeout_ms,
+    }
 }
 
 /// Seconds instead of minutes: OAuth may take 2 000 ms, the SDK default is 1 000 ms.
 pub fn compressed() -> Timing {
-    Timing { oauth_timeout_ms: 2_000, sdk_request_timeout_ms: 1_000, daemon_timeout_ms: 1_000 }
+    Timing {
+        oauth_timeout_ms: 2_000,
+        sdk_request_timeout_ms: 1_000,
+        daemon_timeout_ms: 1_000,
+    }
 }
 
-/// An OAuth wait (the user approves 150 ms after the prompt), then three pages each 300 ms late, under a 400 ms deadline: the
-/// listing takes over a second and resolves with one execution, no replay, no relaunch.
+/// An OAuth wait (the user approves 150 ms after the prompt), then three pages each 300 ms
+/// late, under a 400 ms deadline: the listing takes over a second and resolves with one
+/// execution, no replay, no relaunch.
 pub fn oauth_then_delayed_pages() -> Scenario {
     let faults = vec![
         DaemonFault::ApprovalDelay { delay_ms: 150 },
-        DaemonFault::PageDelay { page: 1, delay_ms: 300 },
-        DaemonFault::PageDelay { page: 2, delay_ms: 300 },
-        DaemonFault::PageDelay { page: 3, delay_ms: 300 },
+        DaemonFault::PageDelay {
+            page: 1,
+            delay_ms: 300,
+        },
+        DaemonFault::PageDelay {
+            page: 2,
+            delay_ms: 300,
+        },
+        DaemonFault::PageDelay {
+            page: 3,
+            delay_ms: 300,
+        },
     ];
-    daemon(11, Timing::default(), 3, vec![invoke(0, Method::ListTools, Some(400))], faults)
+    daemon(
+        11,
+        Timing::default(),
+        3,
+        vec![invoke(0, Method::ListTools, Some(400))],
+        faults,
+    )
 }
 
 /// A 120 ms deadline with 360 ms of work: frames every 40 ms carry it to success.
@@ -58,36 +88,74 @@ pub fn tiny_deadline() -> Scenario {
 /// client gives up after its 400 ms deadline, replaces the daemon and retries.
 pub fn stalled_daemon() -> Scenario {
     let faults = vec![
-        DaemonFault::PageDelay { page: 1, delay_ms: 300 },
-        DaemonFault::DaemonStall { at_ms: 450, for_ms: 2_000 },
+        DaemonFault::PageDelay {
+            page: 1,
+            delay_ms: 300,
+        },
+        DaemonFault::DaemonStall {
+            at_ms: 450,
+            for_ms: 2_000,
+        },
     ];
-    daemon(14, Timing::default(), 2, vec![invoke(0, Method::ListTools, Some(400))], faults)
+    daemon(
+        14,
+        Timing::default(),
+        2,
+        vec![invoke(0, Method::ListTools, Some(400))],
+        faults,
+    )
 }
 
 /// Cursors `page-2, page-3, page-2`: the listing ends with a repeated-cursor error after
 /// exactly three requests.
 pub fn repeated_cursor() -> Scenario {
     let faults = vec![DaemonFault::RepeatedCursor { page: 3 }];
-    daemon(15, Timing::default(), 5, vec![invoke(0, Method::ListTools, Some(400))], faults)
+    daemon(
+        15,
+        Timing::default(),
+        5,
+        vec![invoke(0, Method::ListTools, Some(400))],
+        faults,
+    )
 }
 
 /// `method` (an upstream MCP method) is wedged; `invocation` calls it and must end with
 /// `operation_timeout` at the ceiling (2 000 + 500 ms).
 pub fn wedged(method: &str, invocation: Method) -> Scenario {
-    let faults = vec![DaemonFault::WedgedMethod { method: method.to_string() }];
-    daemon(16, compressed(), 1, vec![invoke(0, invocation, Some(500))], faults)
+    let faults = vec![DaemonFault::WedgedMethod {
+        method: method.to_string(),
+    }];
+    daemon(
+        16,
+        compressed(),
+        1,
+        vec![invoke(0, invocation, Some(500))],
+        faults,
+    )
 }
 
 /// The user approves after 1 500 ms; listTools gives no timeout, so OAuth may take 2 000 ms,
 /// longer than the SDK's 1 000 ms default.
 pub fn slow_approval() -> Scenario {
     let faults = vec![DaemonFault::ApprovalDelay { delay_ms: 1_500 }];
-    daemon(17, compressed(), 1, vec![invoke(0, Method::ListTools, None)], faults)
+    daemon(
+        17,
+        compressed(),
+        1,
+        vec![invoke(0, Method::ListTools, None)],
+        faults,
+    )
 }
 
 /// The user never approves: listTools ends with `operation_timeout` at its 400 ms deadline,
 /// final: one prompt, no restart.
 pub fn approval_never() -> Scenario {
     let faults = vec![DaemonFault::ApprovalNever];
-    daemon(18, Timing::default(), 1, vec![invoke(0, Method::ListTools, Some(400))], faults)
+    daemon(
+        18,
+        Timing::default(),
+        1,
+        vec![invoke(0, Method::ListTools, Some(400))],
+        faults,
+    )
 }

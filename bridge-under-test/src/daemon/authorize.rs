@@ -40,10 +40,15 @@ pub fn callbacks() -> SharedCallbacks {
 
 /// `GET /callback?code=..&state=..`: the browser coming back after the user approved.
 pub fn callback_router(callbacks: SharedCallbacks) -> Router {
-    Router::new().route("/callback", get(callback)).with_state(callbacks)
+    Router::new()
+        .route("/callback", get(callback))
+        .with_state(callbacks)
 }
 
-async fn callback(State(callbacks): State<SharedCallbacks>, Query(query): Query<BTreeMap<String, String>>) -> StatusCode {
+async fn callback(
+    State(callbacks): State<SharedCallbacks>,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> StatusCode {
     let (Some(code), Some(state)) = (query.get("code"), query.get("state")) else {
         return StatusCode::BAD_REQUEST;
     };
@@ -96,7 +101,11 @@ struct Endpoints {
 
 async fn flow(ctx: &Rc<Ctx>, verifier: &str, state: &str) -> Result<String, UpstreamError> {
     let endpoints = discover().await?;
-    let redirect_uri = format!("http://{}:{}/callback", host::DAEMON, port(CALLBACK_BASE, ctx.pid));
+    let redirect_uri = format!(
+        "http://{}:{}/callback",
+        host::DAEMON,
+        port(CALLBACK_BASE, ctx.pid)
+    );
     let client_id = register(ctx, &endpoints, &redirect_uri).await?;
     let challenge = pkce::challenge(verifier);
     let query = url::form(&[
@@ -108,7 +117,14 @@ async fn flow(ctx: &Rc<Ctx>, verifier: &str, state: &str) -> Result<String, Upst
         ("state", state),
     ]);
     let authorize_url = format!("{}?{query}", endpoints.authorize);
-    let opened = http::fetch((host::BROWSER, BROWSER_PORT), "POST", "/open", &[], authorize_url).await;
+    let opened = http::fetch(
+        (host::BROWSER, BROWSER_PORT),
+        "POST",
+        "/open",
+        &[],
+        authorize_url,
+    )
+    .await;
     opened.map_err(|e| failed("browser")(e.to_string()))?;
     let code = wait_for_code(ctx, state).await;
     let body = url::form(&[
@@ -119,9 +135,11 @@ async fn flow(ctx: &Rc<Ctx>, verifier: &str, state: &str) -> Result<String, Upst
         ("code_verifier", verifier),
     ]);
     let reply = get_json(&endpoints.token, "POST", body).await?;
-    reply.get("access_token").and_then(Value::as_str).map(str::to_string).ok_or_else(|| {
-        failed("token")(format!("no access_token in {reply}"))
-    })
+    reply
+        .get("access_token")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| failed("token")(format!("no access_token in {reply}")))
 }
 
 async fn wait_for_code(ctx: &Ctx, state: &str) -> String {
@@ -137,12 +155,28 @@ async fn wait_for_code(ctx: &Ctx, state: &str) -> String {
 
 /// RFC 9728 then RFC 8414: from the MCP server to its authorization server's endpoints.
 async fn discover() -> Result<Endpoints, UpstreamError> {
-    let resource_url = format!("http://{}:{MCP_PORT}/.well-known/oauth-protected-resource", host::MCP);
+    let resource_url = format!(
+        "http://{}:{MCP_PORT}/.well-known/oauth-protected-resource",
+        host::MCP
+    );
     let resource = get_json(&resource_url, "GET", String::new()).await?;
-    let issuer = resource.pointer("/authorization_servers/0").and_then(Value::as_str);
+    let issuer = resource
+        .pointer("/authorization_servers/0")
+        .and_then(Value::as_str);
     let issuer = issuer.ok_or_else(|| failed("discovery")("no authorization server".into()))?;
-    let metadata = get_json(&format!("{issuer}/.well-known/oauth-authorization-server"), "GET", String::new()).await?;
-    let endpoint = |name: &str| metadata.get(name).and_then(Value::as_str).unwrap_or("").to_string();
+    let metadata = get_json(
+        &format!("{issuer}/.well-known/oauth-authorization-server"),
+        "GET",
+        String::new(),
+    )
+    .await?;
+    let endpoint = |name: &str| {
+        metadata
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     Ok(Endpoints {
         authorize: endpoint("authorization_endpoint"),
         token: endpoint("token_endpoint"),
@@ -151,7 +185,11 @@ async fn discover() -> Result<Endpoints, UpstreamError> {
 }
 
 /// Dynamic client registration, once per process.
-async fn register(ctx: &Ctx, endpoints: &Endpoints, redirect_uri: &str) -> Result<String, UpstreamError> {
+async fn register(
+    ctx: &Ctx,
+    endpoints: &Endpoints,
+    redirect_uri: &str,
+) -> Result<String, UpstreamError> {
     if let Some(client_id) = ctx.state.borrow().upstream.client_id.clone() {
         return Ok(client_id);
     }
@@ -164,7 +202,9 @@ async fn register(ctx: &Ctx, endpoints: &Endpoints, redirect_uri: &str) -> Resul
     });
     let reply = get_json(&endpoints.register, "POST", body.to_string()).await?;
     let client_id = reply.get("client_id").and_then(Value::as_str);
-    let client_id = client_id.ok_or_else(|| failed("registration")(reply.to_string()))?.to_string();
+    let client_id = client_id
+        .ok_or_else(|| failed("registration")(reply.to_string()))?
+        .to_string();
     ctx.state.borrow_mut().upstream.client_id = Some(client_id.clone());
     Ok(client_id)
 }
@@ -172,9 +212,20 @@ async fn register(ctx: &Ctx, endpoints: &Endpoints, redirect_uri: &str) -> Resul
 /// A request to an absolute URL whose answer is a JSON object; an OAuth error body fails.
 async fn get_json(target_url: &str, method: &str, body: String) -> Result<Value, UpstreamError> {
     let target = url::parse(target_url).ok_or_else(|| failed("url")(target_url.to_string()))?;
-    let content_type = if body.starts_with('{') { "application/json" } else { "application/x-www-form-urlencoded" };
+    let content_type = if body.starts_with('{') {
+        "application/json"
+    } else {
+        "application/x-www-form-urlencoded"
+    };
     let headers = [("content-type", content_type.to_string())];
-    let reply = http::fetch((&target.host, target.port), method, &target.target, &headers, body).await;
+    let reply = http::fetch(
+        (&target.host, target.port),
+        method,
+        &target.target,
+        &headers,
+        body,
+    )
+    .await;
     let reply = reply.map_err(|e| failed("request")(e.to_string()))?;
     let value: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
     if !(200..300).contains(&reply.status) {

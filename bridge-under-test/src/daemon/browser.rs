@@ -24,7 +24,10 @@ struct App {
 
 /// Serve until the simulation ends.
 pub async fn run(knobs: SharedBrowserKnobs) -> Result<(), Box<dyn std::error::Error>> {
-    let app = App { knobs, flows: Arc::new(Mutex::new(0)) };
+    let app = App {
+        knobs,
+        flows: Arc::new(Mutex::new(0)),
+    };
     let router = Router::new().route("/open", post(open)).with_state(app);
     http::serve(BROWSER_PORT, router).await?;
     Ok(())
@@ -52,16 +55,39 @@ async fn open(State(app): State<App>, body: String) -> StatusCode {
 
 fn state_of(authorize_url: &str) -> String {
     let query = authorize_url.split_once('?').map_or("", |(_, q)| q);
-    url::parse_form(query).get("state").cloned().unwrap_or_default()
+    url::parse_form(query)
+        .get("state")
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Approve at the authorization server and follow its redirect; the final status (0 when the
 /// network failed).
 async fn approve(authorize_url: &str) -> u16 {
-    let Some(target) = url::parse(authorize_url) else { return 0 };
-    let reply = http::fetch((&target.host, target.port), "GET", &target.target, &[], String::new()).await;
-    let Some(location) = reply.ok().and_then(|r| r.location) else { return 0 };
-    let Some(back) = url::parse(&location) else { return 0 };
-    let reply = http::fetch((&back.host, back.port), "GET", &back.target, &[], String::new()).await;
+    let Some(target) = url::parse(authorize_url) else {
+        return 0;
+    };
+    let reply = http::fetch(
+        (&target.host, target.port),
+        "GET",
+        &target.target,
+        &[],
+        String::new(),
+    )
+    .await;
+    let Some(location) = reply.ok().and_then(|r| r.location) else {
+        return 0;
+    };
+    let Some(back) = url::parse(&location) else {
+        return 0;
+    };
+    let reply = http::fetch(
+        (&back.host, back.port),
+        "GET",
+        &back.target,
+        &[],
+        String::new(),
+    )
+    .await;
     reply.map_or(0, |r| r.status)
 }

@@ -11,7 +11,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use super::config::{Rules, SocketBudget, POLL_MS, PROTOCOL_VERSION, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS, STOP_WAIT_MS};
+use super::config::{
+    Rules, SocketBudget, POLL_MS, PROTOCOL_VERSION, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS,
+    STOP_WAIT_MS,
+};
 use super::knobs::lock;
 use super::machine::{Exit, Machine, Metadata};
 use super::mcp::RESOURCE_URI;
@@ -27,7 +30,9 @@ use crate::seam::{self, TcpStream};
 pub enum Method {
     ListTools,
     /// `callTool` on a tool that works `work_ms`.
-    CallTool { work_ms: u64 },
+    CallTool {
+        work_ms: u64,
+    },
     ListResources,
     ReadResource,
     CloseServer,
@@ -99,18 +104,29 @@ pub async fn run(cli: Cli, invocations: Vec<Invocation>) -> Result<(), Box<dyn s
     for (index, invocation) in invocations.iter().enumerate() {
         tokio::time::sleep_until(start + Duration::from_millis(invocation.at_ms)).await;
         let action = index + 1;
-        let timeout_ms = lock(&cli.knobs).deadlines.get(&action).copied().or(invocation.timeout_ms);
+        let timeout_ms = lock(&cli.knobs)
+            .deadlines
+            .get(&action)
+            .copied()
+            .or(invocation.timeout_ms);
         invoke(&cli, action, &invocation.method, timeout_ms).await;
     }
     Ok(())
 }
 
 async fn invoke(cli: &Cli, action: usize, method: &Method, timeout_ms: Option<u64>) {
-    emit!(kind::CLI_ACTION, action, method = method.name(), timeout_ms = timeout_ms.unwrap_or(0));
+    emit!(
+        kind::CLI_ACTION,
+        action,
+        method = method.name(),
+        timeout_ms = timeout_ms.unwrap_or(0)
+    );
     let mut attempts = 0;
     let outcome = loop {
         attempts += 1;
-        let Some(daemon) = ensure_daemon(cli).await else { break "refused".to_string() };
+        let Some(daemon) = ensure_daemon(cli).await else {
+            break "refused".to_string();
+        };
         let outcome = attempt(cli, action, attempts, &daemon, method, timeout_ms).await;
         let retry = match &outcome {
             Attempt::Ok => break "ok".to_string(),
@@ -118,8 +134,11 @@ async fn invoke(cli: &Cli, action: usize, method: &Method, timeout_ms: Option<u6
             // A wrapper that cannot tell a slow daemon from a dead one retries a runtime error
             // that reads like a timeout; only `operation_timeout` says "final".
             Attempt::Error { code, message } => {
-                let timeout_like = code == wire::code::RUNTIME_ERROR && message.contains("timed out");
-                (attempts == 1 && timeout_like).then_some(()).ok_or(code.clone())
+                let timeout_like =
+                    code == wire::code::RUNTIME_ERROR && message.contains("timed out");
+                (attempts == 1 && timeout_like)
+                    .then_some(())
+                    .ok_or(code.clone())
             }
         };
         if let Err(outcome) = retry {
@@ -144,7 +163,10 @@ async fn launch(cli: &Cli) -> Option<Metadata> {
     let pid = own_lock.then(|| cli.machine.request_launch());
     let mut waited = 0;
     let ready = loop {
-        let metadata = cli.machine.metadata().filter(|m| pid.is_none_or(|pid| m.pid == pid));
+        let metadata = cli
+            .machine
+            .metadata()
+            .filter(|m| pid.is_none_or(|pid| m.pid == pid));
         if metadata.is_some() || waited >= READY_WAIT_MS {
             break metadata;
         }
@@ -188,9 +210,14 @@ async fn control(daemon: &Metadata, method: &str, params: Value) -> Option<Value
         progress_interval_ms: None,
     };
     let exchange = async {
-        let mut stream = TcpStream::connect((host::DAEMON, daemon.socket)).await.ok()?;
+        let mut stream = TcpStream::connect((host::DAEMON, daemon.socket))
+            .await
+            .ok()?;
         let line = serde_json::to_string(&request).ok()?;
-        stream.write_all(format!("{line}\n").as_bytes()).await.ok()?;
+        stream
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .ok()?;
         let mut lines = BufReader::new(stream).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             if let Some(Line::Response { outcome, .. }) = wire::parse_line(&line) {
@@ -199,7 +226,10 @@ async fn control(daemon: &Metadata, method: &str, params: Value) -> Option<Value
         }
         None
     };
-    tokio::time::timeout(Duration::from_millis(STATUS_TIMEOUT_MIN_MS), exchange).await.ok().flatten()
+    tokio::time::timeout(Duration::from_millis(STATUS_TIMEOUT_MIN_MS), exchange)
+        .await
+        .ok()
+        .flatten()
 }
 
 async fn attempt(
@@ -224,7 +254,9 @@ async fn attempt(
     match &outcome {
         Attempt::Transport(reason) => emit!(kind::CLI_FAIL, id = %request.id, reason = *reason),
         Attempt::Ok => emit!(kind::CLI_REPLY, id = %request.id, ok = true, code = ""),
-        Attempt::Error { code, .. } => emit!(kind::CLI_REPLY, id = %request.id, ok = false, code = %code),
+        Attempt::Error { code, .. } => {
+            emit!(kind::CLI_REPLY, id = %request.id, ok = false, code = %code)
+        }
     }
     outcome
 }
@@ -237,8 +269,14 @@ async fn exchange(id: &str, socket: u16, line: &str, budget: SocketBudget) -> At
     };
     let budget = Duration::from_millis(budget_ms);
     let connect = tokio::time::timeout(budget, TcpStream::connect((host::DAEMON, socket))).await;
-    let Ok(Ok(mut stream)) = connect else { return Attempt::Transport("refused") };
-    if stream.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+    let Ok(Ok(mut stream)) = connect else {
+        return Attempt::Transport("refused");
+    };
+    if stream
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .is_err()
+    {
         return Attempt::Transport("reset");
     }
     let mut lines = BufReader::new(stream).lines();
@@ -248,7 +286,9 @@ async fn exchange(id: &str, socket: u16, line: &str, budget: SocketBudget) -> At
             next = lines.next_line() => next,
             () = tokio::time::sleep_until(deadline) => return Attempt::Transport(expired),
         };
-        let Ok(Some(text)) = next else { return Attempt::Transport("reset") };
+        let Ok(Some(text)) = next else {
+            return Attempt::Transport("reset");
+        };
         match wire::parse_line(&text) {
             Some(Line::Progress { id: frame }) => {
                 let matched = frame == id;
@@ -257,7 +297,10 @@ async fn exchange(id: &str, socket: u16, line: &str, budget: SocketBudget) -> At
                     deadline = seam::now() + budget;
                 }
             }
-            Some(Line::Response { id: answered, outcome }) if answered == id => {
+            Some(Line::Response {
+                id: answered,
+                outcome,
+            }) if answered == id => {
                 return match outcome {
                     Ok(_) => Attempt::Ok,
                     Err((code, message)) => Attempt::Error { code, message },

@@ -55,7 +55,11 @@ pub struct Timing {
 
 impl Default for Timing {
     fn default() -> Self {
-        Self { oauth_timeout_ms: 300_000, sdk_request_timeout_ms: 60_000, daemon_timeout_ms: 30_000 }
+        Self {
+            oauth_timeout_ms: 300_000,
+            sdk_request_timeout_ms: 60_000,
+            daemon_timeout_ms: 30_000,
+        }
     }
 }
 
@@ -135,15 +139,18 @@ impl Rules {
 
     /// The absolute ceiling of a fixed-phase method: `oauth_timeout + (timeoutMs or 60 000)`.
     pub fn ceiling_ms(&self, timeout_ms: Option<u64>) -> Option<u64> {
-        let ceiling = self.timing.oauth_timeout_ms
-            + timeout_ms.unwrap_or(self.timing.sdk_request_timeout_ms);
+        let ceiling =
+            self.timing.oauth_timeout_ms + timeout_ms.unwrap_or(self.timing.sdk_request_timeout_ms);
         (!self.bugs.no_operation_ceiling).then_some(ceiling)
     }
 }
 
 /// Whether a method races the operation ceiling.
 pub fn fixed_phase(method: &str) -> bool {
-    matches!(method, "callTool" | "listResources" | "readResource" | "closeServer")
+    matches!(
+        method,
+        "callTool" | "listResources" | "readResource" | "closeServer"
+    )
 }
 
 #[cfg(test)]
@@ -152,13 +159,19 @@ mod tests {
 
     #[test]
     fn defaults_follow_the_model() {
-        let rules = Rules { timing: Timing::default(), bugs: DaemonBugs::default() };
+        let rules = Rules {
+            timing: Timing::default(),
+            bugs: DaemonBugs::default(),
+        };
         assert_eq!(rules.requested_interval_ms(Some(30)), 10);
         assert_eq!(rules.requested_interval_ms(Some(2)), 1);
         assert_eq!(rules.requested_interval_ms(None), 250);
         assert_eq!(rules.frame_interval_ms(400), 250);
         assert_eq!(rules.first_frame_ms(), 0);
-        assert_eq!(rules.socket_budget("listTools", Some(400)), SocketBudget::Idle(400));
+        assert_eq!(
+            rules.socket_budget("listTools", Some(400)),
+            SocketBudget::Idle(400)
+        );
         assert_eq!(rules.list_oauth_bound_ms(None), 300_000);
         assert_eq!(rules.page_bound_ms(None), 60_000);
         assert_eq!(rules.ceiling_ms(None), Some(360_000));
@@ -170,11 +183,20 @@ mod tests {
         for name in DaemonBugs::NAMES {
             bugs.enable(name).unwrap();
         }
-        let rules = Rules { timing: Timing::default(), bugs };
+        let rules = Rules {
+            timing: Timing::default(),
+            bugs,
+        };
         assert_eq!(rules.frame_interval_ms(10), 250);
         assert_eq!(rules.first_frame_ms(), 250);
-        assert_eq!(rules.socket_budget("listTools", Some(400)), SocketBudget::Fixed(5_800));
-        assert_eq!(rules.socket_budget("callTool", Some(400)), SocketBudget::Idle(400));
+        assert_eq!(
+            rules.socket_budget("listTools", Some(400)),
+            SocketBudget::Fixed(5_800)
+        );
+        assert_eq!(
+            rules.socket_budget("callTool", Some(400)),
+            SocketBudget::Idle(400)
+        );
         assert_eq!(rules.list_oauth_bound_ms(None), 60_000);
         assert_eq!(rules.ceiling_ms(Some(5)), None);
     }

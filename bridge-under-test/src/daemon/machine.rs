@@ -152,7 +152,13 @@ mod tests {
         let (a, b) = (machine.request_launch(), machine.request_launch());
         assert_eq!((a, b), (1, 2));
         assert_eq!(machine.take_launch(), Some(1));
-        let metadata = Metadata { pid: 2, protocol_version: 2, socket: 7002, config_fingerprint: "f".into(), started_at: 0 };
+        let metadata = Metadata {
+            pid: 2,
+            protocol_version: 2,
+            socket: 7002,
+            config_fingerprint: "f".into(),
+            started_at: 0,
+        };
         machine.write_metadata(metadata);
         assert!(!machine.remove_metadata_of(1));
         assert!(machine.remove_metadata_of(2));

@@ -38,10 +38,16 @@ struct App {
 }
 
 /// Serve until the simulation ends.
-pub async fn run(knobs: SharedMcpKnobs, issued: SharedIssued) -> Result<(), Box<dyn std::error::Error>> {
+pub async fn run(
+    knobs: SharedMcpKnobs,
+    issued: SharedIssued,
+) -> Result<(), Box<dyn std::error::Error>> {
     let router = Router::new()
         .route("/mcp", post(on_post))
-        .route("/.well-known/oauth-protected-resource", get(resource_metadata))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(resource_metadata),
+        )
         .with_state(App { knobs, issued });
     http::serve(MCP_PORT, router).await?;
     Ok(())
@@ -64,13 +70,18 @@ fn authorized(app: &App, headers: &HeaderMap) -> bool {
 
 async fn on_post(State(app): State<App>, headers: HeaderMap, body: String) -> Response {
     let msg: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    let request = msg.pointer(&format!("/params/_meta/{REQUEST_META}")).and_then(Value::as_str);
+    let request = msg
+        .pointer(&format!("/params/_meta/{REQUEST_META}"))
+        .and_then(Value::as_str);
     let request = request.unwrap_or("").to_string();
     let auth = authorized(&app, &headers);
     emit!(kind::SERVER_RECV, msg = %body, request = %request, auth);
     if !auth {
         emit!(kind::SERVER_SEND, msg = "", status = 401u16);
-        let challenge = format!("Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource\"", base());
+        let challenge = format!(
+            "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource\"",
+            base()
+        );
         return (StatusCode::UNAUTHORIZED, [("www-authenticate", challenge)]).into_response();
     }
     let Shape::Request { id, method } = jsonrpc::shape(&msg) else {
@@ -106,8 +117,12 @@ async fn answer(app: &App, msg: &Value, method: &str, request: &str) -> Answer {
         }
         "resources/read" => {
             emit!(kind::SERVER_EXEC, request = %request, method);
-            let uri = msg.pointer("/params/uri").and_then(Value::as_str).unwrap_or(RESOURCE_URI);
-            let mut result = ReadResourceResult::new(vec![ResourceContents::text("remember the milk", uri)]);
+            let uri = msg
+                .pointer("/params/uri")
+                .and_then(Value::as_str)
+                .unwrap_or(RESOURCE_URI);
+            let mut result =
+                ReadResourceResult::new(vec![ResourceContents::text("remember the milk", uri)]);
             result.result_type = None;
             Ok(serde_json::to_value(result).unwrap_or(Value::Null))
         }
@@ -129,7 +144,11 @@ fn initialize_result() -> Value {
 fn page_of(cursor: Option<&str>) -> Option<u32> {
     match cursor {
         None => Some(1),
-        Some(cursor) => cursor.strip_prefix("page-")?.parse().ok().filter(|n| *n >= 2),
+        Some(cursor) => cursor
+            .strip_prefix("page-")?
+            .parse()
+            .ok()
+            .filter(|n| *n >= 2),
     }
 }
 
@@ -160,7 +179,11 @@ async fn list_page(app: &App, msg: &Value, request: &str) -> Answer {
         .iter()
         .map(|suffix| {
             let schema = json!({"type": "object", "properties": {}});
-            Tool::new(format!("tool-{page}{suffix}"), "A listed tool.", schema.as_object().cloned().unwrap_or_default())
+            Tool::new(
+                format!("tool-{page}{suffix}"),
+                "A listed tool.",
+                schema.as_object().cloned().unwrap_or_default(),
+            )
         })
         .collect();
     let mut result = ListToolsResult::with_all_items(tools);
@@ -171,7 +194,10 @@ async fn list_page(app: &App, msg: &Value, request: &str) -> Answer {
 
 async fn call(app: &App, msg: &Value, request: &str) -> Answer {
     emit!(kind::SERVER_EXEC, request = %request, method = "tools/call");
-    let asked_ms = msg.pointer("/params/arguments/work_ms").and_then(Value::as_u64).unwrap_or(10);
+    let asked_ms = msg
+        .pointer("/params/arguments/work_ms")
+        .and_then(Value::as_u64)
+        .unwrap_or(10);
     let slow_ms = lock(&app.knobs).slow_tool_ms;
     if slow_ms.is_some() {
         emit!(kind::FAULT_FIRED, fault = "slow_tool", id = %request);

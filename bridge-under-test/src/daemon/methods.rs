@@ -17,13 +17,20 @@ use crate::seam::Instant;
 
 /// Run one request's work. `admitted` anchors the operation ceiling: a stalled event loop that
 /// polls the work late must not push the ceiling out.
-pub async fn dispatch(ctx: &Rc<Ctx>, request: &Request, admitted: Instant) -> Result<Value, Failure> {
+pub async fn dispatch(
+    ctx: &Rc<Ctx>,
+    request: &Request,
+    admitted: Instant,
+) -> Result<Value, Failure> {
     match request.method.as_str() {
         "status" => Ok(status(ctx)),
         "stop" => stop(ctx, request),
         "listTools" => list_tools(ctx, request).await,
         method if fixed_phase(method) => fixed(ctx, request, admitted).await,
-        method => Err(Failure::new(code::UNKNOWN_METHOD, format!("unknown method {method}"))),
+        method => Err(Failure::new(
+            code::UNKNOWN_METHOD,
+            format!("unknown method {method}"),
+        )),
     }
 }
 
@@ -42,9 +49,10 @@ fn status(ctx: &Ctx) -> Value {
 /// A `stop` addressed to another pid is refused.
 fn stop(ctx: &Ctx, request: &Request) -> Result<Value, Failure> {
     match request.params.get("pid").and_then(Value::as_u64) {
-        Some(pid) if pid != ctx.pid => {
-            Err(Failure::new(code::RUNTIME_ERROR, format!("stop for pid {pid} refused by pid {}", ctx.pid)))
-        }
+        Some(pid) if pid != ctx.pid => Err(Failure::new(
+            code::RUNTIME_ERROR,
+            format!("stop for pid {pid} refused by pid {}", ctx.pid),
+        )),
         _ => Ok(json!({"stopping": ctx.pid})),
     }
 }
@@ -63,13 +71,17 @@ pub fn failure(ctx: &Ctx, error: UpstreamError) -> Failure {
 async fn list_tools(ctx: &Rc<Ctx>, request: &Request) -> Result<Value, Failure> {
     let timeout_ms = request.timeout_ms();
     let oauth_bound_ms = ctx.rules.list_oauth_bound_ms(timeout_ms);
-    upstream::connect(ctx, &request.id, oauth_bound_ms).await.map_err(|e| failure(ctx, e))?;
+    upstream::connect(ctx, &request.id, oauth_bound_ms)
+        .await
+        .map_err(|e| failure(ctx, e))?;
     let page_bound_ms = ctx.rules.page_bound_ms(timeout_ms);
     let mut tools = Vec::new();
     let mut seen = BTreeSet::new();
     let mut cursor: Option<String> = None;
     for page in 1..=MAX_PAGES {
-        let params = cursor.as_ref().map_or_else(|| json!({}), |c| json!({"cursor": c}));
+        let params = cursor
+            .as_ref()
+            .map_or_else(|| json!({}), |c| json!({"cursor": c}));
         let call = upstream::rpc(ctx, &request.id, "tools/list", params);
         let result = match tokio::time::timeout(Duration::from_millis(page_bound_ms), call).await {
             Ok(result) => result.map_err(|e| failure(ctx, e))?,
@@ -78,7 +90,13 @@ async fn list_tools(ctx: &Rc<Ctx>, request: &Request) -> Result<Value, Failure> 
                 return Err(failure(ctx, UpstreamError::Timeout(text)));
             }
         };
-        tools.extend(result.get("tools").and_then(Value::as_array).cloned().unwrap_or_default());
+        tools.extend(
+            result
+                .get("tools")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+        );
         let Some(next) = result.get("nextCursor").and_then(Value::as_str) else {
             return Ok(json!({"tools": tools}));
         };
@@ -111,7 +129,10 @@ async fn fixed(ctx: &Rc<Ctx>, request: &Request, admitted: Instant) -> Result<Va
     match tokio::time::timeout_at(admitted + Duration::from_millis(ceiling_ms), work).await {
         Ok(result) => result.map_err(|e| failure(ctx, e)),
         Err(_) => {
-            let text = format!("{} timed out at its {ceiling_ms} ms operation ceiling", request.method);
+            let text = format!(
+                "{} timed out at its {ceiling_ms} ms operation ceiling",
+                request.method
+            );
             Err(failure(ctx, UpstreamError::Timeout(text)))
         }
     }
@@ -126,7 +147,10 @@ fn upstream_call(request: &Request) -> (&'static str, Value) {
             let arguments = param("args").unwrap_or_else(|| json!({}));
             ("tools/call", json!({"name": name, "arguments": arguments}))
         }
-        "readResource" => ("resources/read", json!({"uri": param("uri").unwrap_or_else(|| json!(RESOURCE_URI))})),
+        "readResource" => (
+            "resources/read",
+            json!({"uri": param("uri").unwrap_or_else(|| json!(RESOURCE_URI))}),
+        ),
         _ => ("resources/list", json!({})),
     }
 }

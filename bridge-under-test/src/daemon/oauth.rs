@@ -50,7 +50,12 @@ struct App(Arc<Mutex<Inner>>);
 
 /// Serve until the simulation ends.
 pub async fn run(seed: u64, issued: SharedIssued) -> Result<(), Box<dyn std::error::Error>> {
-    let inner = Inner { rng: SimRng::new(seed), clients: BTreeMap::new(), codes: BTreeMap::new(), issued };
+    let inner = Inner {
+        rng: SimRng::new(seed),
+        clients: BTreeMap::new(),
+        codes: BTreeMap::new(),
+        issued,
+    };
     let router = Router::new()
         .route("/.well-known/oauth-authorization-server", get(metadata))
         .route("/register", post(register))
@@ -77,17 +82,30 @@ async fn metadata() -> Json<Value> {
 
 /// The standard OAuth error body (RFC 6749 §5.2).
 fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
-    (status, Json(json!({"error": error, "error_description": description}))).into_response()
+    (
+        status,
+        Json(json!({"error": error, "error_description": description})),
+    )
+        .into_response()
 }
 
 async fn register(State(app): State<App>, Json(body): Json<Value>) -> Response {
     let uris: Vec<String> = body
         .get("redirect_uris")
         .and_then(Value::as_array)
-        .map(|uris| uris.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|uris| {
+            uris.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
     if uris.is_empty() {
-        return oauth_error(StatusCode::BAD_REQUEST, "invalid_redirect_uri", "redirect_uris is required");
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_redirect_uri",
+            "redirect_uris is required",
+        );
     }
     let mut inner = lock(&app.0);
     let client_id = format!("client-{}", inner.rng.hex(12));
@@ -105,24 +123,43 @@ async fn register(State(app): State<App>, Json(body): Json<Value>) -> Response {
 }
 
 /// The user approved: issue a code and send the browser back to the client's redirect URI.
-async fn authorize(State(app): State<App>, Query(query): Query<BTreeMap<String, String>>) -> Response {
+async fn authorize(
+    State(app): State<App>,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response {
     let field = |name: &str| query.get(name).cloned().unwrap_or_default();
-    let (client_id, redirect_uri, state) = (field("client_id"), field("redirect_uri"), field("state"));
+    let (client_id, redirect_uri, state) =
+        (field("client_id"), field("redirect_uri"), field("state"));
     let mut inner = lock(&app.0);
-    let known = inner.clients.get(&client_id).is_some_and(|uris| uris.contains(&redirect_uri));
+    let known = inner
+        .clients
+        .get(&client_id)
+        .is_some_and(|uris| uris.contains(&redirect_uri));
     let pkce_ok = field("code_challenge_method") == "S256" && !field("code_challenge").is_empty();
     let ok = known && pkce_ok && field("response_type") == "code";
     if !ok {
         drop(inner);
         emit!(kind::OAUTH_AUTHORIZE, client_id = %client_id, state = %state, ok = false);
-        return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "unknown client, redirect URI or PKCE");
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "unknown client, redirect URI or PKCE",
+        );
     }
     let code = format!("code-{}", inner.rng.hex(16));
-    let grant = Grant { client_id: client_id.clone(), redirect_uri: redirect_uri.clone(), challenge: field("code_challenge"), used: false };
+    let grant = Grant {
+        client_id: client_id.clone(),
+        redirect_uri: redirect_uri.clone(),
+        challenge: field("code_challenge"),
+        used: false,
+    };
     inner.codes.insert(code.clone(), grant);
     drop(inner);
     emit!(kind::OAUTH_AUTHORIZE, client_id = %client_id, state = %state, ok = true);
-    let location = format!("{redirect_uri}?{}", url::form(&[("code", &code), ("state", &state)]));
+    let location = format!(
+        "{redirect_uri}?{}",
+        url::form(&[("code", &code), ("state", &state)])
+    );
     (StatusCode::FOUND, [("location", location)]).into_response()
 }
 
@@ -150,11 +187,17 @@ async fn token(State(app): State<App>, body: String) -> Response {
 fn exchange(app: &App, form: &BTreeMap<String, String>) -> Result<String, (&'static str, String)> {
     let field = |name: &str| form.get(name).cloned().unwrap_or_default();
     if field("grant_type") != "authorization_code" {
-        return Err(("unsupported_grant_type", format!("grant_type {:?}", field("grant_type"))));
+        return Err((
+            "unsupported_grant_type",
+            format!("grant_type {:?}", field("grant_type")),
+        ));
     }
     let (code, verifier) = (field("code"), field("code_verifier"));
     if code.is_empty() || verifier.is_empty() || field("redirect_uri").is_empty() {
-        return Err(("invalid_request", "code, code_verifier and redirect_uri are required".into()));
+        return Err((
+            "invalid_request",
+            "code, code_verifier and redirect_uri are required".into(),
+        ));
     }
     let mut inner = lock(&app.0);
     let Some(grant) = inner.codes.get_mut(&code) else {
@@ -164,7 +207,10 @@ fn exchange(app: &App, form: &BTreeMap<String, String>) -> Result<String, (&'sta
         return Err(("invalid_grant", "authorization code already used".into()));
     }
     if grant.redirect_uri != field("redirect_uri") || grant.client_id != field("client_id") {
-        return Err(("invalid_grant", "redirect_uri or client_id does not match the code".into()));
+        return Err((
+            "invalid_grant",
+            "redirect_uri or client_id does not match the code".into(),
+        ));
     }
     if pkce::challenge(&verifier) != grant.challenge {
         return Err(("invalid_grant", "PKCE verification failed".into()));

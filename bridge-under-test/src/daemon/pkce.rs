@@ -16,6 +16,9 @@ mod tests {
     #[test]
     fn matches_the_rfc_7636_example() {
         let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
-        assert_eq!(challenge(verifier), "E9Melhoa2OwvFrEwTJxa6m_2-SiTqFfD5b9KCVXWAbg");
+        assert_eq!(
+            challenge(verifier),
+            "E9Melhoa2OwvFrEwTJxa6m_2-SiTqFfD5b9KCVXWAbg"
+        );
     }
 }

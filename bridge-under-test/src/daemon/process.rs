@@ -135,7 +135,12 @@ async fn run(ctx: Rc<Ctx>, machine: &Machine) -> std::io::Result<()> {
         config_fingerprint: ctx.fingerprint.clone(),
         started_at: ctx.started_at,
     });
-    emit!(kind::DAEMON_START, pid = ctx.pid, socket, protocol_version = PROTOCOL_VERSION);
+    emit!(
+        kind::DAEMON_START,
+        pid = ctx.pid,
+        socket,
+        protocol_version = PROTOCOL_VERSION
+    );
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {

@@ -41,8 +41,13 @@ pub async fn connection(ctx: Rc<Ctx>, stream: TcpStream) {
 async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
     let (reader, mut writer) = tokio::io::split(stream);
     let mut lines = BufReader::new(reader).lines();
-    let read = tokio::time::timeout(Duration::from_millis(STATUS_TIMEOUT_MIN_MS), lines.next_line());
-    let Ok(Ok(Some(line))) = read.await else { return };
+    let read = tokio::time::timeout(
+        Duration::from_millis(STATUS_TIMEOUT_MIN_MS),
+        lines.next_line(),
+    );
+    let Ok(Ok(Some(line))) = read.await else {
+        return;
+    };
     let admitted = seam::now();
     let request: Request = match serde_json::from_str(&line) {
         Ok(request) => request,
@@ -66,8 +71,14 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
     let outcome = with_frames(ctx, &mut writer, &request, (interval_ms, admitted)).await;
     ctx.state.borrow_mut().active -= 1;
     let Ok(outcome) = outcome else { return };
-    let (ok, code) = (outcome.is_ok(), outcome.as_ref().err().map_or("", |f| f.code));
-    if write_line(ctx, &mut writer, &wire::response(&request.id, &outcome)).await.is_err() {
+    let (ok, code) = (
+        outcome.is_ok(),
+        outcome.as_ref().err().map_or("", |f| f.code),
+    );
+    if write_line(ctx, &mut writer, &wire::response(&request.id, &outcome))
+        .await
+        .is_err()
+    {
         return;
     }
     emit!(kind::DAEMON_REPLY, pid = ctx.pid, id = %request.id, ok, code);
@@ -81,7 +92,9 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
 /// asked with `progressIntervalMs`.
 fn frame_interval_ms(ctx: &Ctx, request: &Request) -> Option<u64> {
     let asked = request.progress_interval_ms?;
-    let modern = request.protocol_version.is_some_and(|v| v >= PROTOCOL_VERSION);
+    let modern = request
+        .protocol_version
+        .is_some_and(|v| v >= PROTOCOL_VERSION);
     (modern && !ctx.rules.bugs.no_progress_frames).then(|| ctx.rules.frame_interval_ms(asked))
 }
 
@@ -95,7 +108,9 @@ async fn with_frames<W: AsyncWriteExt + Unpin>(
 ) -> std::io::Result<Result<Value, Failure>> {
     let work = methods::dispatch(ctx, request, admitted);
     tokio::pin!(work);
-    let Some(interval_ms) = interval_ms else { return Ok(work.await) };
+    let Some(interval_ms) = interval_ms else {
+        return Ok(work.await);
+    };
     let interval = Duration::from_millis(interval_ms);
     let mut next = seam::now() + Duration::from_millis(ctx.rules.first_frame_ms());
     loop {
@@ -111,7 +126,11 @@ async fn with_frames<W: AsyncWriteExt + Unpin>(
 }
 
 /// Write one line, waiting while the event loop is stalled.
-async fn write_line<W: AsyncWriteExt + Unpin>(ctx: &Ctx, writer: &mut W, line: &str) -> std::io::Result<()> {
+async fn write_line<W: AsyncWriteExt + Unpin>(
+    ctx: &Ctx,
+    writer: &mut W,
+    line: &str,
+) -> std::io::Result<()> {
     loop {
         let changed = lock(&ctx.knobs).changed.clone();
         let notified = changed.notified();

@@ -45,7 +45,11 @@ enum Exchange {
 
 /// Make sure the session is initialized, authorizing first if the server asks for it; the
 /// OAuth wait is bounded by `oauth_bound_ms`.
-pub async fn connect(ctx: &Rc<Ctx>, request_id: &str, oauth_bound_ms: u64) -> Result<(), UpstreamError> {
+pub async fn connect(
+    ctx: &Rc<Ctx>,
+    request_id: &str,
+    oauth_bound_ms: u64,
+) -> Result<(), UpstreamError> {
     if ctx.state.borrow().upstream.initialized {
         return Ok(());
     }
@@ -63,17 +67,27 @@ pub async fn connect(ctx: &Rc<Ctx>, request_id: &str, oauth_bound_ms: u64) -> Re
             }
         }
     }
-    Err(UpstreamError::Failed("the MCP server refused the new token".into()))
+    Err(UpstreamError::Failed(
+        "the MCP server refused the new token".into(),
+    ))
 }
 
 fn initialize_params() -> Value {
-    let params = InitializeRequestParams::new(ClientCapabilities::default(), Implementation::new("sim-daemon", "2.0.0"))
-        .with_protocol_version(ProtocolVersion::V_2025_11_25);
+    let params = InitializeRequestParams::new(
+        ClientCapabilities::default(),
+        Implementation::new("sim-daemon", "2.0.0"),
+    )
+    .with_protocol_version(ProtocolVersion::V_2025_11_25);
     serde_json::to_value(params).unwrap_or(Value::Null)
 }
 
 /// One JSON-RPC request on the session; its result.
-pub async fn rpc(ctx: &Rc<Ctx>, request_id: &str, method: &str, params: Value) -> Result<Value, UpstreamError> {
+pub async fn rpc(
+    ctx: &Rc<Ctx>,
+    request_id: &str,
+    method: &str,
+    params: Value,
+) -> Result<Value, UpstreamError> {
     match exchange(ctx, request_id, method, params, false).await? {
         Exchange::Result(result) => Ok(result),
         Exchange::Unauthorized => Err(UpstreamError::Failed(format!("{method}: unauthorized"))),
@@ -99,15 +113,19 @@ async fn exchange(
         return Ok(Exchange::Unauthorized);
     }
     if reply.status != 200 {
-        return Err(UpstreamError::Failed(format!("{method}: HTTP {}", reply.status)));
+        return Err(UpstreamError::Failed(format!(
+            "{method}: HTTP {}",
+            reply.status
+        )));
     }
     let body: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
     if let Some(message) = body.pointer("/error/message").and_then(Value::as_str) {
         return Err(UpstreamError::Failed(format!("{method}: {message}")));
     }
-    body.get("result").cloned().map(Exchange::Result).ok_or_else(|| {
-        UpstreamError::Failed(format!("{method}: not a JSON-RPC response"))
-    })
+    body.get("result")
+        .cloned()
+        .map(Exchange::Result)
+        .ok_or_else(|| UpstreamError::Failed(format!("{method}: not a JSON-RPC response")))
 }
 
 async fn post(ctx: &Ctx, msg: Value) -> Result<http::Reply, UpstreamError> {
@@ -115,7 +133,13 @@ async fn post(ctx: &Ctx, msg: Value) -> Result<http::Reply, UpstreamError> {
     if let Some(token) = ctx.state.borrow().upstream.token.clone() {
         headers.push(("authorization", format!("Bearer {token}")));
     }
-    http::fetch((host::MCP, MCP_PORT), "POST", "/mcp", &headers, msg.to_string())
-        .await
-        .map_err(|e| UpstreamError::Failed(format!("MCP server unreachable: {e}")))
+    http::fetch(
+        (host::MCP, MCP_PORT),
+        "POST",
+        "/mcp",
+        &headers,
+        msg.to_string(),
+    )
+    .await
+    .map_err(|e| UpstreamError::Failed(format!("MCP server unreachable: {e}")))
 }

@@ -44,15 +44,23 @@ pub struct Failure {
 
 impl Failure {
     pub fn new(code: &'static str, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self {
+            code,
+            message: message.into(),
+        }
     }
 }
 
 /// One line the daemon writes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Line {
-    Progress { id: String },
-    Response { id: String, outcome: Result<Value, (String, String)> },
+    Progress {
+        id: String,
+    },
+    Response {
+        id: String,
+        outcome: Result<Value, (String, String)>,
+    },
 }
 
 /// A progress frame.
@@ -84,7 +92,10 @@ pub fn parse_line(line: &str) -> Option<Line> {
         true => Ok(msg.get("result").cloned().unwrap_or(Value::Null)),
         false => {
             let text = |name: &str| {
-                msg.pointer(&format!("/error/{name}")).and_then(Value::as_str).unwrap_or("").to_string()
+                msg.pointer(&format!("/error/{name}"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
             };
             Err((text("code"), text("message")))
         }
@@ -98,15 +109,33 @@ mod tests {
 
     #[test]
     fn lines_round_trip() {
-        assert_eq!(parse_line(&progress("a1")), Some(Line::Progress { id: "a1".into() }));
+        assert_eq!(
+            parse_line(&progress("a1")),
+            Some(Line::Progress { id: "a1".into() })
+        );
         let ok = response("a1", &Ok(json!({"tools": []})));
-        assert_eq!(parse_line(&ok), Some(Line::Response { id: "a1".into(), outcome: Ok(json!({"tools": []})) }));
+        assert_eq!(
+            parse_line(&ok),
+            Some(Line::Response {
+                id: "a1".into(),
+                outcome: Ok(json!({"tools": []}))
+            })
+        );
         let failure = Failure::new(code::OPERATION_TIMEOUT, "late");
         let err = parse_line(&response("a2", &Err(failure))).unwrap();
         let expected = Err(("operation_timeout".to_string(), "late".to_string()));
-        assert_eq!(err, Line::Response { id: "a2".into(), outcome: expected });
+        assert_eq!(
+            err,
+            Line::Response {
+                id: "a2".into(),
+                outcome: expected
+            }
+        );
         assert_eq!(parse_line("{\"id\":"), None);
         let request: Request = serde_json::from_str(r#"{"id":"x","method":"status"}"#).unwrap();
-        assert_eq!((request.protocol_version, request.timeout_ms()), (None, None));
+        assert_eq!(
+            (request.protocol_version, request.timeout_ms()),
+            (None, None)
+        );
     }
 }

@@ -22,7 +22,9 @@ pub fn decode(text: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
         match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
             (b'%', Some(byte)) => {
                 out.push(byte);
@@ -43,7 +45,10 @@ pub fn decode(text: &str) -> String {
 
 /// `k=v&k=v`, each part percent-encoded.
 pub fn form(pairs: &[(&str, &str)]) -> String {
-    let parts: Vec<String> = pairs.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
+    let parts: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .collect();
     parts.join("&")
 }
 
@@ -78,8 +83,16 @@ pub fn parse(url: &str) -> Option<Url> {
         Some((host, port)) => (host, port.parse().ok()?),
         None => (authority, 80),
     };
-    let target = if target.starts_with('?') { format!("/{target}") } else { target };
-    Some(Url { host: host.to_string(), port, target })
+    let target = if target.starts_with('?') {
+        format!("/{target}")
+    } else {
+        target
+    };
+    Some(Url {
+        host: host.to_string(),
+        port,
+        target,
+    })
 }
 
 #[cfg(test)]
@@ -88,13 +101,22 @@ mod tests {
 
     #[test]
     fn forms_and_urls_round_trip() {
-        let body = form(&[("redirect_uri", "http://daemon:7001/callback"), ("a b", "c+d")]);
-        assert_eq!(body, "redirect_uri=http%3A%2F%2Fdaemon%3A7001%2Fcallback&a%20b=c%2Bd");
+        let body = form(&[
+            ("redirect_uri", "http://daemon:7001/callback"),
+            ("a b", "c+d"),
+        ]);
+        assert_eq!(
+            body,
+            "redirect_uri=http%3A%2F%2Fdaemon%3A7001%2Fcallback&a%20b=c%2Bd"
+        );
         let back = parse_form(&body);
         assert_eq!(back["redirect_uri"], "http://daemon:7001/callback");
         assert_eq!(back["a b"], "c+d");
         let url = parse("http://oauth:9000/authorize?x=1").unwrap();
-        assert_eq!((url.host.as_str(), url.port, url.target.as_str()), ("oauth", 9000, "/authorize?x=1"));
+        assert_eq!(
+            (url.host.as_str(), url.port, url.target.as_str()),
+            ("oauth", 9000, "/authorize?x=1")
+        );
         assert_eq!(parse("http://mcp").unwrap().target, "/");
         assert!(parse("https://mcp/").is_none());
     }

@@ -31,7 +31,10 @@ pub const CHECKERS: &[(&str, Checker)] = &[
 /// Run every checker.
 pub fn check(trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
     let facts = Facts::new(trace, schema);
-    CHECKERS.iter().flat_map(|(_, checker)| checker(&facts)).collect()
+    CHECKERS
+        .iter()
+        .flat_map(|(_, checker)| checker(&facts))
+        .collect()
 }
 
 /// How an attempt ended at the CLI.
@@ -107,16 +110,27 @@ impl<'a> Facts<'a> {
 
     fn collect_cli(&mut self) {
         let mut by_id: BTreeMap<String, usize> = BTreeMap::new();
-        for (index, event) in self.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::CLI) {
+        for (index, event) in self
+            .trace
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.host == host::CLI)
+        {
             let id = event.text("id");
             match event.kind.as_str() {
                 kind::CLI_ACTION => {
-                    let action = Action { action: event.num("action"), start_ms: event.at_ms, end_ms: None };
+                    let action = Action {
+                        action: event.num("action"),
+                        start_ms: event.at_ms,
+                        end_ms: None,
+                    };
                     self.actions.push(action);
                 }
                 kind::CLI_DONE => {
                     let action = event.num("action");
-                    if let Some(entry) = self.actions.iter_mut().rev().find(|a| a.action == action) {
+                    if let Some(entry) = self.actions.iter_mut().rev().find(|a| a.action == action)
+                    {
                         entry.end_ms = Some(event.at_ms);
                     }
                 }
@@ -131,9 +145,19 @@ impl<'a> Facts<'a> {
                 }
                 kind::CLI_REPLY | kind::CLI_FAIL => {
                     let transport = event.kind == kind::CLI_FAIL;
-                    let code = if transport { event.text("reason") } else { event.text("code") };
+                    let code = if transport {
+                        event.text("reason")
+                    } else {
+                        event.text("code")
+                    };
                     let ok = event.get("ok") == Some(&Value::Bool(true));
-                    let end = End { index, at_ms: event.at_ms, ok, code, transport };
+                    let end = End {
+                        index,
+                        at_ms: event.at_ms,
+                        ok,
+                        code,
+                        transport,
+                    };
                     if let Some(attempt) = by_id.get(&id).map(|&i| &mut self.attempts[i]) {
                         attempt.end = Some(end);
                     }
@@ -164,14 +188,22 @@ impl<'a> Facts<'a> {
                 }
             }
         }
-        self.disruptions.extend(open.into_values().map(|start| (start, self.horizon_ms)));
+        self.disruptions
+            .extend(open.into_values().map(|start| (start, self.horizon_ms)));
     }
 
     /// Whether a disruptive fault touched the action (or the tick before it began).
     pub fn disrupted(&self, action: u64) -> bool {
-        let Some(action) = self.actions.iter().find(|a| a.action == action) else { return false };
-        let (from, to) = (action.start_ms.saturating_sub(self.slack_ms), action.end_ms.unwrap_or(self.horizon_ms));
-        self.disruptions.iter().any(|(start, end)| *start <= to && *end >= from)
+        let Some(action) = self.actions.iter().find(|a| a.action == action) else {
+            return false;
+        };
+        let (from, to) = (
+            action.start_ms.saturating_sub(self.slack_ms),
+            action.end_ms.unwrap_or(self.horizon_ms),
+        );
+        self.disruptions
+            .iter()
+            .any(|(start, end)| *start <= to && *end >= from)
     }
 
     /// The action in progress at `at_ms`.
@@ -192,17 +224,27 @@ impl<'a> Facts<'a> {
 
     /// Whether an authorization prompt shown in `[from, to]` was still without a token at `to`.
     pub fn flow_pending(&self, from: u64, to: u64) -> bool {
-        let prompts = self.trace.of_kind(kind::BROWSER_PROMPT).filter(|(_, e)| e.at_ms >= from && e.at_ms <= to);
+        let prompts = self
+            .trace
+            .of_kind(kind::BROWSER_PROMPT)
+            .filter(|(_, e)| e.at_ms >= from && e.at_ms <= to);
         prompts.into_iter().any(|(_, prompt)| {
             !self.trace.of_kind(kind::OAUTH_TOKEN).any(|(_, token)| {
-                token.get("ok") == Some(&Value::Bool(true)) && token.at_ms >= prompt.at_ms && token.at_ms <= to
+                token.get("ok") == Some(&Value::Bool(true))
+                    && token.at_ms >= prompt.at_ms
+                    && token.at_ms <= to
             })
         })
     }
 
     fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
         let at_ms = self.trace.events.get(index).map_or(0, |e| e.at_ms);
-        Violation { invariant: invariant.to_string(), at_ms, event_index: index, detail }
+        Violation {
+            invariant: invariant.to_string(),
+            at_ms,
+            event_index: index,
+            detail,
+        }
     }
 }
 
@@ -213,7 +255,11 @@ fn attempt(index: usize, event: &TraceEvent) -> Attempt {
         at_ms: event.at_ms,
         id: event.text("id"),
         action: event.num("action"),
-        method: msg.get("method").and_then(Value::as_str).unwrap_or("").to_string(),
+        method: msg
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
         timeout_ms: msg.pointer("/params/timeoutMs").and_then(Value::as_u64),
         activity_ms: vec![event.at_ms],
         end: None,
@@ -226,7 +272,10 @@ pub fn action_of(request: &str) -> Option<u64> {
 }
 
 fn fixed_phase(method: &str) -> bool {
-    matches!(method, "callTool" | "listResources" | "readResource" | "closeServer")
+    matches!(
+        method,
+        "callTool" | "listResources" | "readResource" | "closeServer"
+    )
 }
 
 fn capped(mut violations: Vec<Violation>) -> Vec<Violation> {
@@ -242,7 +291,10 @@ pub fn no_early_timeout(facts: &Facts<'_>) -> Vec<Violation> {
     for attempt in &facts.attempts {
         let Some(end) = &attempt.end else { continue };
         let elapsed = end.at_ms - attempt.at_ms.min(end.at_ms);
-        if end.transport && matches!(end.code.as_str(), "idle" | "budget") && !facts.disrupted(attempt.action) {
+        if end.transport
+            && matches!(end.code.as_str(), "idle" | "budget")
+            && !facts.disrupted(attempt.action)
+        {
             let detail = format!(
                 "{} {} failed with a transport {} after {elapsed} ms while the daemon was healthy",
                 attempt.method, attempt.id, end.code
@@ -257,7 +309,11 @@ pub fn no_early_timeout(facts: &Facts<'_>) -> Vec<Violation> {
                 (false, false) => facts.ceiling_ms(attempt),
             };
             if elapsed + facts.slack_ms < floor {
-                let phase = if pending { "the OAuth wait" } else { "its deadline" };
+                let phase = if pending {
+                    "the OAuth wait"
+                } else {
+                    "its deadline"
+                };
                 let detail = format!(
                     "{} {} timed out after {elapsed} ms, before {phase} of {floor} ms",
                     attempt.method, attempt.id
@@ -274,11 +330,14 @@ pub fn one_oauth_flow_per_action(facts: &Facts<'_>) -> Vec<Violation> {
     let mut seen: BTreeMap<u64, usize> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::BROWSER_PROMPT) {
-        let Some(action) = facts.action_at(event.at_ms) else { continue };
+        let Some(action) = facts.action_at(event.at_ms) else {
+            continue;
+        };
         let count = seen.entry(action).or_default();
         *count += 1;
         if *count > 1 && !facts.disrupted(action) {
-            let detail = format!("action {action} prompted the user {count} times for authorization");
+            let detail =
+                format!("action {action} prompted the user {count} times for authorization");
             found.push(facts.violation("one_oauth_flow_per_action", index, detail));
         }
     }
@@ -290,11 +349,16 @@ pub fn executes_once(facts: &Facts<'_>) -> Vec<Violation> {
     let mut seen: BTreeMap<u64, usize> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::SERVER_EXEC) {
-        let Some(action) = action_of(&event.text("request")) else { continue };
+        let Some(action) = action_of(&event.text("request")) else {
+            continue;
+        };
         let count = seen.entry(action).or_default();
         *count += 1;
         if *count > 1 && !facts.disrupted(action) {
-            let detail = format!("action {action}'s {} executed {count} times upstream", event.text("method"));
+            let detail = format!(
+                "action {action}'s {} executed {count} times upstream",
+                event.text("method")
+            );
             found.push(facts.violation("executes_once", index, detail));
         }
     }
@@ -305,17 +369,35 @@ pub fn executes_once(facts: &Facts<'_>) -> Vec<Violation> {
 pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut exits: Vec<(u64, String)> = Vec::new();
-    for (index, event) in facts.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::DAEMON) {
+    for (index, event) in facts
+        .trace
+        .events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.host == host::DAEMON)
+    {
         match event.kind.as_str() {
             kind::DAEMON_EXIT => exits.push((event.at_ms, event.text("reason"))),
             kind::DAEMON_LAUNCH => {
-                let Some(action) = facts.action_at(event.at_ms) else { continue };
-                let Some(start) = facts.actions.iter().find(|a| a.action == action).map(|a| a.start_ms) else {
+                let Some(action) = facts.action_at(event.at_ms) else {
                     continue;
                 };
-                let replaced = exits.iter().any(|(at, reason)| *at >= start && reason != "crash");
+                let Some(start) = facts
+                    .actions
+                    .iter()
+                    .find(|a| a.action == action)
+                    .map(|a| a.start_ms)
+                else {
+                    continue;
+                };
+                let replaced = exits
+                    .iter()
+                    .any(|(at, reason)| *at >= start && reason != "crash");
                 if replaced && !facts.disrupted(action) {
-                    let detail = format!("pid {} launched to replace a healthy daemon during action {action}", event.num("pid"));
+                    let detail = format!(
+                        "pid {} launched to replace a healthy daemon during action {action}",
+                        event.num("pid")
+                    );
                     found.push(facts.violation("no_needless_launch", index, detail));
                 }
             }
@@ -330,7 +412,10 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
 /// `silent_daemon_detected` judges.)
 pub fn bounded_latency(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
-    let judged = facts.attempts.iter().filter(|a| fixed_phase(&a.method) && !facts.disrupted(a.action));
+    let judged = facts
+        .attempts
+        .iter()
+        .filter(|a| fixed_phase(&a.method) && !facts.disrupted(a.action));
     for attempt in judged {
         let due = attempt.at_ms + facts.ceiling_ms(attempt) + facts.slack_ms;
         let (late, index) = match &attempt.end {
@@ -340,7 +425,10 @@ pub fn bounded_latency(facts: &Facts<'_>) -> Vec<Violation> {
         if late {
             let detail = format!(
                 "{} {} sent at {} ms still open past its ceiling of {} ms",
-                attempt.method, attempt.id, attempt.at_ms, facts.ceiling_ms(attempt)
+                attempt.method,
+                attempt.id,
+                attempt.at_ms,
+                facts.ceiling_ms(attempt)
             );
             found.push(facts.violation("bounded_latency", index, detail));
         }
@@ -354,14 +442,21 @@ pub fn silent_daemon_detected(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for attempt in &facts.attempts {
         let deadline = facts.deadline_ms(attempt);
-        let end_ms = attempt.end.as_ref().map_or(facts.horizon_ms, |end| end.at_ms);
+        let end_ms = attempt
+            .end
+            .as_ref()
+            .map_or(facts.horizon_ms, |end| end.at_ms);
         let mut heard = attempt.activity_ms.clone();
         heard.push(end_ms);
-        let silence = heard.windows(2).map(|w| (w[0], w[1])).find(|(from, to)| to - from.min(to) > deadline + facts.slack_ms);
+        let silence = heard
+            .windows(2)
+            .map(|w| (w[0], w[1]))
+            .find(|(from, to)| to - from.min(to) > deadline + facts.slack_ms);
         if let Some((from, to)) = silence {
             let index = attempt.end.as_ref().map_or(attempt.index, |end| end.index);
             let detail = format!(
-                "{} {} heard nothing from {from} to {to} ms yet stayed open past its {deadline} ms deadline",
+                "{} {} heard nothing from {from} to {to} ms yet stayed open past its {deadline} ms \
+                 deadline",
                 attempt.method, attempt.id
             );
             found.push(facts.violation("silent_daemon_detected", index, detail));
@@ -379,7 +474,11 @@ pub fn listing_ends(facts: &Facts<'_>) -> Vec<Violation> {
         if msg.get("method").and_then(Value::as_str) != Some("tools/list") {
             continue;
         }
-        let cursor = msg.pointer("/params/cursor").and_then(Value::as_str).unwrap_or("").to_string();
+        let cursor = msg
+            .pointer("/params/cursor")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let seen = cursors.entry(event.text("request")).or_default();
         let repeated = seen.contains(&cursor);
         seen.push(cursor.clone());
@@ -388,7 +487,11 @@ pub fn listing_ends(facts: &Facts<'_>) -> Vec<Violation> {
                 "listing for {} fetched page {} (cursor {cursor:?}){}",
                 event.text("request"),
                 seen.len(),
-                if repeated { ", a cursor it had already fetched" } else { ", past the page cap" }
+                if repeated {
+                    ", a cursor it had already fetched"
+                } else {
+                    ", past the page cap"
+                }
             );
             found.push(facts.violation("listing_ends", index, detail));
         }
@@ -401,19 +504,31 @@ pub fn listing_ends(facts: &Facts<'_>) -> Vec<Violation> {
 pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
     let mut methods: BTreeMap<String, String> = BTreeMap::new();
     let mut found = Vec::new();
-    for (index, event) in facts.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::MCP) {
+    for (index, event) in facts
+        .trace
+        .events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.host == host::MCP)
+    {
         let text = event.text("msg");
-        let Ok(msg) = serde_json::from_str::<Value>(&text) else { continue };
+        let Ok(msg) = serde_json::from_str::<Value>(&text) else {
+            continue;
+        };
         let result = match event.kind.as_str() {
             kind::SERVER_RECV => {
-                if let (Some(id), Some(method)) = (msg.get("id"), msg.get("method").and_then(Value::as_str)) {
+                if let (Some(id), Some(method)) =
+                    (msg.get("id"), msg.get("method").and_then(Value::as_str))
+                {
                     methods.insert(id.to_string(), method.to_string());
                 }
                 facts.schema.validate_client_message(&msg)
             }
             kind::SERVER_SEND => {
                 let method = msg.get("id").and_then(|id| methods.get(&id.to_string()));
-                facts.schema.validate_server_message(&msg, method.map(String::as_str))
+                facts
+                    .schema
+                    .validate_server_message(&msg, method.map(String::as_str))
             }
             _ => Ok(()),
         };

@@ -14,7 +14,10 @@ fn ev(at_ms: u64, host: &str, kind: &str, fields: &[(&str, Value)]) -> TraceEven
         at_ms,
         host: host.to_string(),
         kind: kind.to_string(),
-        fields: fields.iter().map(|(name, value)| ((*name).to_string(), value.clone())).collect(),
+        fields: fields
+            .iter()
+            .map(|(name, value)| ((*name).to_string(), value.clone()))
+            .collect(),
     }
 }
 
@@ -34,15 +37,31 @@ fn spec() -> TraceEvent {
 }
 
 fn action(at_ms: u64, action: u64) -> TraceEvent {
-    ev(at_ms, host::CLI, kind::CLI_ACTION, &[("action", json!(action)), ("method", json!("x"))])
+    ev(
+        at_ms,
+        host::CLI,
+        kind::CLI_ACTION,
+        &[("action", json!(action)), ("method", json!("x"))],
+    )
 }
 
 fn done(at_ms: u64, action: u64) -> TraceEvent {
-    ev(at_ms, host::CLI, kind::CLI_DONE, &[("action", json!(action)), ("outcome", json!("ok"))])
+    ev(
+        at_ms,
+        host::CLI,
+        kind::CLI_DONE,
+        &[("action", json!(action)), ("outcome", json!("ok"))],
+    )
 }
 
 /// Attempt `attempt` of `action`: request id `a<action>.<attempt>`.
-fn send(at_ms: u64, action: u64, attempt: u64, method: &str, timeout_ms: Option<u64>) -> TraceEvent {
+fn send(
+    at_ms: u64,
+    action: u64,
+    attempt: u64,
+    method: &str,
+    timeout_ms: Option<u64>,
+) -> TraceEvent {
     let mut msg = json!({"id": format!("a{action}.{attempt}"), "method": method, "params": {}});
     if let Some(timeout_ms) = timeout_ms {
         msg["params"]["timeoutMs"] = json!(timeout_ms);
@@ -57,47 +76,94 @@ fn send(at_ms: u64, action: u64, attempt: u64, method: &str, timeout_ms: Option<
 }
 
 fn frame(at_ms: u64, id: &str) -> TraceEvent {
-    ev(at_ms, host::CLI, kind::CLI_FRAME, &[("id", json!(id)), ("matched", json!(true))])
+    ev(
+        at_ms,
+        host::CLI,
+        kind::CLI_FRAME,
+        &[("id", json!(id)), ("matched", json!(true))],
+    )
 }
 
 fn reply(at_ms: u64, id: &str, code: &str) -> TraceEvent {
-    let fields = [("id", json!(id)), ("ok", json!(code.is_empty())), ("code", json!(code))];
+    let fields = [
+        ("id", json!(id)),
+        ("ok", json!(code.is_empty())),
+        ("code", json!(code)),
+    ];
     ev(at_ms, host::CLI, kind::CLI_REPLY, &fields)
 }
 
 fn fail(at_ms: u64, id: &str, reason: &str) -> TraceEvent {
-    ev(at_ms, host::CLI, kind::CLI_FAIL, &[("id", json!(id)), ("reason", json!(reason))])
+    ev(
+        at_ms,
+        host::CLI,
+        kind::CLI_FAIL,
+        &[("id", json!(id)), ("reason", json!(reason))],
+    )
 }
 
 fn fault(at_ms: u64, fault: &str, phase: &str) -> TraceEvent {
-    let fields = [("fault", json!(fault)), ("phase", json!(phase)), ("detail", json!(fault))];
+    let fields = [
+        ("fault", json!(fault)),
+        ("phase", json!(phase)),
+        ("detail", json!(fault)),
+    ];
     ev(at_ms, host::SIM, kind::FAULT_INJECTED, &fields)
 }
 
 fn prompt(at_ms: u64, flow: u64) -> TraceEvent {
-    ev(at_ms, host::BROWSER, kind::BROWSER_PROMPT, &[("flow", json!(flow)), ("state", json!(format!("s{flow}")))])
+    ev(
+        at_ms,
+        host::BROWSER,
+        kind::BROWSER_PROMPT,
+        &[("flow", json!(flow)), ("state", json!(format!("s{flow}")))],
+    )
 }
 
 fn exec(at_ms: u64, request: &str) -> TraceEvent {
-    ev(at_ms, host::MCP, kind::SERVER_EXEC, &[("request", json!(request)), ("method", json!("tools/call"))])
+    ev(
+        at_ms,
+        host::MCP,
+        kind::SERVER_EXEC,
+        &[("request", json!(request)), ("method", json!("tools/call"))],
+    )
 }
 
 fn launch(at_ms: u64, pid: u64) -> TraceEvent {
-    ev(at_ms, host::DAEMON, kind::DAEMON_LAUNCH, &[("pid", json!(pid))])
+    ev(
+        at_ms,
+        host::DAEMON,
+        kind::DAEMON_LAUNCH,
+        &[("pid", json!(pid))],
+    )
 }
 
 fn exit(at_ms: u64, pid: u64, reason: &str) -> TraceEvent {
-    ev(at_ms, host::DAEMON, kind::DAEMON_EXIT, &[("pid", json!(pid)), ("reason", json!(reason))])
+    ev(
+        at_ms,
+        host::DAEMON,
+        kind::DAEMON_EXIT,
+        &[("pid", json!(pid)), ("reason", json!(reason))],
+    )
 }
 
 /// The MCP server received `msg` for daemon request `request`.
 fn recv(at_ms: u64, request: &str, msg: &Value) -> TraceEvent {
-    let fields = [("msg", json!(msg.to_string())), ("request", json!(request)), ("auth", json!(true))];
+    let fields = [
+        ("msg", json!(msg.to_string())),
+        ("request", json!(request)),
+        ("auth", json!(true)),
+    ];
     ev(at_ms, host::MCP, kind::SERVER_RECV, &fields)
 }
 
 fn answer(at_ms: u64, msg: &Value) -> TraceEvent {
-    ev(at_ms, host::MCP, kind::SERVER_SEND, &[("msg", json!(msg.to_string())), ("status", json!(200))])
+    ev(
+        at_ms,
+        host::MCP,
+        kind::SERVER_SEND,
+        &[("msg", json!(msg.to_string())), ("status", json!(200))],
+    )
 }
 
 fn list_page(at_ms: u64, request: &str, id: u64, cursor: Option<&str>) -> TraceEvent {
@@ -110,7 +176,9 @@ fn list_page(at_ms: u64, request: &str, id: u64, cursor: Option<&str>) -> TraceE
 
 /// Run one checker over `events` (the spec is prepended).
 fn run(checker: Checker, events: Vec<TraceEvent>) -> Vec<Violation> {
-    let trace = Trace { events: std::iter::once(spec()).chain(events).collect() };
+    let trace = Trace {
+        events: std::iter::once(spec()).chain(events).collect(),
+    };
     let schema = McpSchema::new();
     checker(&Facts::new(&trace, &schema))
 }
@@ -142,10 +210,19 @@ fn no_early_timeout_passes_a_healthy_call_and_a_stalled_daemon() {
 
 #[test]
 fn no_early_timeout_flags_an_idle_expiry_on_a_healthy_daemon_and_an_early_oauth_timeout() {
-    let idle = vec![action(0, 1), send(10, 1, 1, "callTool", Some(400)), fail(410, "a1.1", "idle"), done(410, 1)];
+    let idle = vec![
+        action(0, 1),
+        send(10, 1, 1, "callTool", Some(400)),
+        fail(410, "a1.1", "idle"),
+        done(410, 1),
+    ];
     let found = run(no_early_timeout, idle);
     assert_eq!(found.len(), 1);
-    assert!(found[0].detail.contains("transport idle"), "{}", found[0].detail);
+    assert!(
+        found[0].detail.contains("transport idle"),
+        "{}",
+        found[0].detail
+    );
     // listTools without a timeout may wait 2 000 ms for OAuth; this one gave up at 1 000.
     let early = vec![
         action(0, 1),
@@ -156,12 +233,23 @@ fn no_early_timeout_flags_an_idle_expiry_on_a_healthy_daemon_and_an_early_oauth_
     ];
     let found = run(no_early_timeout, early);
     assert_eq!(found.len(), 1);
-    assert!(found[0].detail.contains("the OAuth wait of 2000 ms"), "{}", found[0].detail);
+    assert!(
+        found[0].detail.contains("the OAuth wait of 2000 ms"),
+        "{}",
+        found[0].detail
+    );
 }
 
 #[test]
 fn one_oauth_flow_per_action_passes_one_prompt_per_action() {
-    let events = vec![action(0, 1), prompt(100, 1), done(500, 1), action(600, 2), prompt(700, 2), done(900, 2)];
+    let events = vec![
+        action(0, 1),
+        prompt(100, 1),
+        done(500, 1),
+        action(600, 2),
+        prompt(700, 2),
+        done(900, 2),
+    ];
     assert_eq!(run(one_oauth_flow_per_action, events), vec![]);
 }
 
@@ -175,16 +263,40 @@ fn one_oauth_flow_per_action_flags_a_second_prompt() {
 
 #[test]
 fn executes_once_passes_one_execution_and_excuses_a_crash() {
-    assert_eq!(run(executes_once, vec![action(0, 1), exec(100, "a1.1"), done(500, 1)]), vec![]);
-    let crashed = vec![action(0, 1), exec(100, "a1.1"), fault(200, "daemon_crash", "start"), exec(900, "a1.2"), done(999, 1)];
+    assert_eq!(
+        run(
+            executes_once,
+            vec![action(0, 1), exec(100, "a1.1"), done(500, 1)]
+        ),
+        vec![]
+    );
+    let crashed = vec![
+        action(0, 1),
+        exec(100, "a1.1"),
+        fault(200, "daemon_crash", "start"),
+        exec(900, "a1.2"),
+        done(999, 1),
+    ];
     assert_eq!(run(executes_once, crashed), vec![]);
 }
 
 #[test]
 fn executes_once_flags_a_replay() {
-    let found = run(executes_once, vec![action(0, 1), exec(100, "a1.1"), exec(900, "a1.2"), done(999, 1)]);
+    let found = run(
+        executes_once,
+        vec![
+            action(0, 1),
+            exec(100, "a1.1"),
+            exec(900, "a1.2"),
+            done(999, 1),
+        ],
+    );
     assert_eq!(found.len(), 1);
-    assert!(found[0].detail.contains("executed 2 times"), "{}", found[0].detail);
+    assert!(
+        found[0].detail.contains("executed 2 times"),
+        "{}",
+        found[0].detail
+    );
 }
 
 #[test]
@@ -203,7 +315,13 @@ fn no_needless_launch_passes_a_first_launch_and_a_launch_after_a_crash() {
 
 #[test]
 fn no_needless_launch_flags_replacing_a_healthy_daemon() {
-    let events = vec![action(0, 1), launch(10, 1), exit(600, 1, "stop"), launch(700, 2), done(1_000, 1)];
+    let events = vec![
+        action(0, 1),
+        launch(10, 1),
+        exit(600, 1, "stop"),
+        launch(700, 2),
+        done(1_000, 1),
+    ];
     let found = run(no_needless_launch, events);
     assert_eq!(found.len(), 1);
     assert!(found[0].detail.contains("pid 2"), "{}", found[0].detail);
@@ -217,10 +335,19 @@ fn bounded_latency_passes_a_call_that_ends_before_its_ceiling() {
 #[test]
 fn bounded_latency_flags_a_call_kept_open_past_its_ceiling() {
     // Ceiling 2 000 + 400; frames keep coming, the run ends at 10 000 with the call open.
-    let events = vec![action(0, 1), send(10, 1, 1, "callTool", Some(400)), frame(20, "a1.1"), frame(9_900, "a1.1")];
+    let events = vec![
+        action(0, 1),
+        send(10, 1, 1, "callTool", Some(400)),
+        frame(20, "a1.1"),
+        frame(9_900, "a1.1"),
+    ];
     let found = run(bounded_latency, events);
     assert_eq!(found.len(), 1);
-    assert!(found[0].detail.contains("ceiling of 2400 ms"), "{}", found[0].detail);
+    assert!(
+        found[0].detail.contains("ceiling of 2400 ms"),
+        "{}",
+        found[0].detail
+    );
 }
 
 #[test]
@@ -240,12 +367,20 @@ fn silent_daemon_detected_flags_a_client_that_outlives_the_silence() {
     ];
     let found = run(silent_daemon_detected, events);
     assert_eq!(found.len(), 1);
-    assert!(found[0].detail.contains("from 20 to 2000 ms"), "{}", found[0].detail);
+    assert!(
+        found[0].detail.contains("from 20 to 2000 ms"),
+        "{}",
+        found[0].detail
+    );
 }
 
 #[test]
 fn listing_ends_passes_distinct_cursors() {
-    let events = vec![list_page(10, "a1.1", 1, None), list_page(20, "a1.1", 2, Some("page-2")), list_page(30, "a1.2", 3, None)];
+    let events = vec![
+        list_page(10, "a1.1", 1, None),
+        list_page(20, "a1.1", 2, Some("page-2")),
+        list_page(30, "a1.2", 3, None),
+    ];
     assert_eq!(run(listing_ends, events), vec![]);
 }
 
@@ -264,17 +399,28 @@ fn listing_ends_flags_a_cursor_fetched_twice() {
 
 #[test]
 fn schema_valid_passes_a_valid_listing_exchange() {
-    let request = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"cursor": "page-2"}});
-    let result = json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}], "nextCursor": "page-3"});
+    let request =
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"cursor": "page-2"}});
+    let tool = json!({"name": "t", "inputSchema": {"type": "object"}});
+    let result = json!({"tools": [tool], "nextCursor": "page-3"});
     let response = json!({"jsonrpc": "2.0", "id": 3, "result": result});
-    assert_eq!(run(schema_valid, vec![recv(10, "a1.1", &request), answer(20, &response)]), vec![]);
+    assert_eq!(
+        run(
+            schema_valid,
+            vec![recv(10, "a1.1", &request), answer(20, &response)]
+        ),
+        vec![]
+    );
 }
 
 #[test]
 fn schema_valid_flags_a_listing_result_without_tools() {
     let request = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}});
     let response = json!({"jsonrpc": "2.0", "id": 3, "result": {"tools": "none"}});
-    let found = run(schema_valid, vec![recv(10, "a1.1", &request), answer(20, &response)]);
+    let found = run(
+        schema_valid,
+        vec![recv(10, "a1.1", &request), answer(20, &response)],
+    );
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].event_index, 2);
 }

@@ -102,7 +102,11 @@ pub struct Targets<'a> {
 /// Apply one phase of a fault, recording it.
 pub fn apply(fault: &DaemonFault, phase: Phase, targets: &Targets<'_>) {
     let detail = serde_json::to_string(fault).unwrap_or_default();
-    let phase_name = if phase == Phase::Start { "start" } else { "end" };
+    let phase_name = if phase == Phase::Start {
+        "start"
+    } else {
+        "end"
+    };
     emit!(kind::FAULT_INJECTED, fault = fault.name(), phase = phase_name, detail = %detail);
     let on = phase == Phase::Start;
     let mut mcp = lock(targets.mcp);
@@ -156,9 +160,17 @@ mod tests {
     fn faults_round_trip_through_json() {
         let faults = vec![
             DaemonFault::ApprovalNever,
-            DaemonFault::DaemonStall { at_ms: 10, for_ms: 20 },
-            DaemonFault::WedgedMethod { method: "tools/call".into() },
-            DaemonFault::CallerDeadline { action: 1, timeout_ms: 30 },
+            DaemonFault::DaemonStall {
+                at_ms: 10,
+                for_ms: 20,
+            },
+            DaemonFault::WedgedMethod {
+                method: "tools/call".into(),
+            },
+            DaemonFault::CallerDeadline {
+                action: 1,
+                timeout_ms: 30,
+            },
         ];
         let text = serde_json::to_string(&faults).unwrap();
         assert!(text.contains(r#"{"fault":"approval_never"}"#), "{text}");

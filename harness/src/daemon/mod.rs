@@ -45,7 +45,8 @@ pub struct DaemonScenario {
 impl DaemonScenario {
     /// The caller deadline of each invocation (1-based action order), after deadline faults.
     pub fn deadlines(&self) -> Vec<Option<u64>> {
-        let mut deadlines: Vec<Option<u64>> = self.invocations.iter().map(|i| i.timeout_ms).collect();
+        let mut deadlines: Vec<Option<u64>> =
+            self.invocations.iter().map(|i| i.timeout_ms).collect();
         for fault in &self.faults {
             if let DaemonFault::CallerDeadline { action, timeout_ms } = fault {
                 if let Some(slot) = action.checked_sub(1).and_then(|i| deadlines.get_mut(i)) {
@@ -67,7 +68,10 @@ pub struct Spec {
 
 impl Spec {
     pub fn new(timing: Timing, tick_ms: u64) -> Self {
-        Self { timing, slack_ms: 8 * tick_ms }
+        Self {
+            timing,
+            slack_ms: 8 * tick_ms,
+        }
     }
 }
 
@@ -84,10 +88,16 @@ pub struct Driver {
 impl Driver {
     /// Register the hosts (cli, daemon, mcp, oauth, browser) in `sim`, seeded from `seed`.
     pub fn setup(scenario: &DaemonScenario, seed: u64, sim: &mut turmoil::Sim<'_>) -> Self {
-        let rules = Rules { timing: scenario.timing, bugs: scenario.bugs };
+        let rules = Rules {
+            timing: scenario.timing,
+            bugs: scenario.bugs,
+        };
         let machine = Machine::shared();
         let issued: oauth::SharedIssued = Arc::new(Mutex::new(BTreeSet::new()));
-        let mcp_knobs = Arc::new(Mutex::new(McpKnobs { pages: scenario.pages, ..McpKnobs::default() }));
+        let mcp_knobs = Arc::new(Mutex::new(McpKnobs {
+            pages: scenario.pages,
+            ..McpKnobs::default()
+        }));
         let approval = Approval::After(scenario.approval_ms);
         let browser_knobs = Arc::new(Mutex::new(BrowserKnobs { approval }));
         let daemon_knobs = DaemonKnobs::shared();
@@ -98,10 +108,20 @@ impl Driver {
         sim.host(host::OAUTH, move || oauth::run(oauth_seed, issued.clone()));
         let knobs = browser_knobs.clone();
         sim.host(host::BROWSER, move || browser::run(knobs.clone()));
-        let config = DaemonConfig { rules, fingerprint: "config-1".into(), seed: derive(seed, "daemon") };
+        let config = DaemonConfig {
+            rules,
+            fingerprint: "config-1".into(),
+            seed: derive(seed, "daemon"),
+        };
         let (knobs, table) = (daemon_knobs.clone(), machine.clone());
-        sim.host(host::DAEMON, move || process::supervise(table.clone(), config.clone(), knobs.clone()));
-        let cli = Cli { rules, machine: machine.clone(), knobs: cli_knobs.clone() };
+        sim.host(host::DAEMON, move || {
+            process::supervise(table.clone(), config.clone(), knobs.clone())
+        });
+        let cli = Cli {
+            rules,
+            machine: machine.clone(),
+            knobs: cli_knobs.clone(),
+        };
         sim.client(host::CLI, client::run(cli, scenario.invocations.clone()));
         Self {
             scenario: scenario.clone(),
@@ -135,9 +155,17 @@ impl family::Driver for Driver {
         let mut out = Vec::new();
         for (fault, spec) in self.scenario.faults.iter().enumerate() {
             let (start, end) = spec.window();
-            out.push(Scheduled { at_ms: start, fault, phase: Phase::Start });
+            out.push(Scheduled {
+                at_ms: start,
+                fault,
+                phase: Phase::Start,
+            });
             if let Some(end) = end {
-                out.push(Scheduled { at_ms: end, fault, phase: Phase::End });
+                out.push(Scheduled {
+                    at_ms: end,
+                    fault,
+                    phase: Phase::End,
+                });
             }
         }
         family::sorted(out)
@@ -151,7 +179,11 @@ impl family::Driver for Driver {
             cli: &self.cli,
             machine: &self.machine,
         };
-        faults::apply(&self.scenario.faults[scheduled.fault], scheduled.phase, &targets);
+        faults::apply(
+            &self.scenario.faults[scheduled.fault],
+            scheduled.phase,
+            &targets,
+        );
     }
 
     fn heal(&self, _sim: &mut turmoil::Sim<'_>) {
@@ -172,6 +204,15 @@ pub fn case_strategy(bugs: DaemonBugs, seed: u64) -> proptest::strategy::BoxedSt
 pub fn scenario(seed: u64, daemon: DaemonScenario, random_order: bool) -> Scenario {
     let tick_ms = strategy::tick_ms(&daemon);
     let horizon_ms = strategy::horizon_ms(&daemon, tick_ms);
-    let sim = SimParams { tick_ms, latency_max_ms: 0, random_order, horizon_ms };
-    Scenario { seed, sim, family: FamilyScenario::Daemon(daemon) }
+    let sim = SimParams {
+        tick_ms,
+        latency_max_ms: 0,
+        random_order,
+        horizon_ms,
+    };
+    Scenario {
+        seed,
+        sim,
+        family: FamilyScenario::Daemon(daemon),
+    }
 }

@@ -54,29 +54,42 @@ pub fn horizon_ms(scenario: &DaemonScenario, tick_ms: u64) -> u64 {
                 timing.oauth_timeout_ms + deadline.unwrap_or(timing.sdk_request_timeout_ms)
             } else {
                 let page_ms = deadline.unwrap_or(timing.sdk_request_timeout_ms);
-                deadline.unwrap_or(timing.oauth_timeout_ms) + 3 * page_ms + u64::from(MAX_PAGES) * 20 * tick_ms
+                deadline.unwrap_or(timing.oauth_timeout_ms)
+                    + 3 * page_ms
+                    + u64::from(MAX_PAGES) * 20 * tick_ms
             };
             2 * attempt_ms + restart_ms + READY_WAIT_MS
         })
         .sum();
-    let last_ms = scenario.invocations.iter().map(|i| i.at_ms).max().unwrap_or(0);
+    let last_ms = scenario
+        .invocations
+        .iter()
+        .map(|i| i.at_ms)
+        .max()
+        .unwrap_or(0);
     last_ms + per_action + delays + 2_000
 }
 
 /// MODEL.md's constants, or a compressed profile whose OAuth wait is seconds, not minutes.
 fn timing() -> impl Strategy<Value = Timing> {
-    let compressed = (1_500u64..=6_000, 15u64..=40, 300u64..=3_000).prop_map(|(oauth, sdk_pct, idle)| Timing {
-        oauth_timeout_ms: oauth,
-        sdk_request_timeout_ms: oauth * sdk_pct / 100,
-        daemon_timeout_ms: idle,
-    });
+    let compressed =
+        (1_500u64..=6_000, 15u64..=40, 300u64..=3_000).prop_map(|(oauth, sdk_pct, idle)| Timing {
+            oauth_timeout_ms: oauth,
+            sdk_request_timeout_ms: oauth * sdk_pct / 100,
+            daemon_timeout_ms: idle,
+        });
     prop_oneof![4 => compressed, 1 => Just(Timing::default())]
 }
 
 /// Which fault kinds are on for this case.
 fn profile() -> impl Strategy<Value = Vec<&'static str>> {
     prop::collection::vec(any::<bool>(), KINDS.len()).prop_map(|on| {
-        KINDS.iter().zip(on).filter(|(_, on)| *on).map(|(kind, _)| *kind).collect()
+        KINDS
+            .iter()
+            .zip(on)
+            .filter(|(_, on)| *on)
+            .map(|(kind, _)| *kind)
+            .collect()
     })
 }
 
@@ -98,7 +111,11 @@ fn invocation(timing: Timing) -> impl Strategy<Value = Invocation> {
         1 => Just(Method::CloseServer),
     ];
     let timeout = prop::option::weighted(0.6, large_deadline(&timing));
-    (0u64..=1_500, method, timeout).prop_map(|(at_ms, method, timeout_ms)| Invocation { at_ms, method, timeout_ms })
+    (0u64..=1_500, method, timeout).prop_map(|(at_ms, method, timeout_ms)| Invocation {
+        at_ms,
+        method,
+        timeout_ms,
+    })
 }
 
 /// 1–4 invocations at increasing nominal times.
@@ -113,30 +130,56 @@ fn workload(timing: Timing) -> impl Strategy<Value = Vec<Invocation>> {
     })
 }
 
-fn fault(kind: &'static str, timing: &Timing, actions: usize, span_ms: u64) -> BoxedStrategy<DaemonFault> {
+fn fault(
+    kind: &'static str,
+    timing: &Timing,
+    actions: usize,
+    span_ms: u64,
+) -> BoxedStrategy<DaemonFault> {
     let big = *large_deadline(timing).end();
     let oauth = timing.oauth_timeout_ms;
     let at = 0..=span_ms;
     match kind {
-        "approval_delay" => (20..=oauth * 13 / 10).prop_map(|delay_ms| DaemonFault::ApprovalDelay { delay_ms }).boxed(),
+        "approval_delay" => (20..=oauth * 13 / 10)
+            .prop_map(|delay_ms| DaemonFault::ApprovalDelay { delay_ms })
+            .boxed(),
         "approval_never" => Just(DaemonFault::ApprovalNever).boxed(),
         "page_delay" => (1u32..=4, 20..=big)
             .prop_map(|(page, delay_ms)| DaemonFault::PageDelay { page, delay_ms })
             .boxed(),
-        "repeated_cursor" => (2u32..=4).prop_map(|page| DaemonFault::RepeatedCursor { page }).boxed(),
-        "endless_cursors" => Just(DaemonFault::EndlessCursors).boxed(),
-        "wedged_method" => prop::sample::select(vec!["tools/call", "resources/list", "resources/read", "tools/list"])
-            .prop_map(|method| DaemonFault::WedgedMethod { method: method.to_string() })
+        "repeated_cursor" => (2u32..=4)
+            .prop_map(|page| DaemonFault::RepeatedCursor { page })
             .boxed(),
-        "slow_tool" => (100..=oauth + big).prop_map(|run_ms| DaemonFault::SlowTool { run_ms }).boxed(),
+        "endless_cursors" => Just(DaemonFault::EndlessCursors).boxed(),
+        "wedged_method" => prop::sample::select(vec![
+            "tools/call",
+            "resources/list",
+            "resources/read",
+            "tools/list",
+        ])
+        .prop_map(|method| DaemonFault::WedgedMethod {
+            method: method.to_string(),
+        })
+        .boxed(),
+        "slow_tool" => (100..=oauth + big)
+            .prop_map(|run_ms| DaemonFault::SlowTool { run_ms })
+            .boxed(),
         "daemon_stall" => (at, 50..=3 * big)
             .prop_map(|(at_ms, for_ms)| DaemonFault::DaemonStall { at_ms, for_ms })
             .boxed(),
-        "daemon_crash" => at.prop_map(|at_ms| DaemonFault::DaemonCrash { at_ms }).boxed(),
-        "socket_reset" => at.prop_map(|at_ms| DaemonFault::SocketReset { at_ms }).boxed(),
+        "daemon_crash" => at
+            .prop_map(|at_ms| DaemonFault::DaemonCrash { at_ms })
+            .boxed(),
+        "socket_reset" => at
+            .prop_map(|at_ms| DaemonFault::SocketReset { at_ms })
+            .boxed(),
         _ => {
             // Small deadlines only with compressed timing: a fine tick over minutes is too slow.
-            let small = if *timing == Timing::default() { 1_000u64..=2_000 } else { 10u64..=240 };
+            let small = if *timing == Timing::default() {
+                1_000u64..=2_000
+            } else {
+                10u64..=240
+            };
             let deadline = prop_oneof![3 => small, 1 => large_deadline(timing)];
             (1..=actions.max(1), deadline)
                 .prop_map(|(action, timeout_ms)| DaemonFault::CallerDeadline { action, timeout_ms })
@@ -148,26 +191,46 @@ fn fault(kind: &'static str, timing: &Timing, actions: usize, span_ms: u64) -> B
 /// A whole daemon scenario with the given bug switches.
 pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
     (profile(), timing())
-        .prop_flat_map(|(kinds, timing)| (Just(kinds), Just(timing), workload(timing), 1u32..=4, 10u64..=200))
+        .prop_flat_map(|(kinds, timing)| {
+            (
+                Just(kinds),
+                Just(timing),
+                workload(timing),
+                1u32..=4,
+                10u64..=200,
+            )
+        })
         .prop_flat_map(|(kinds, timing, invocations, pages, approval_ms)| {
-            let span_ms = invocations.last().map_or(0, |i| i.at_ms) + 2 * *large_deadline(&timing).end();
-            let choices: Vec<BoxedStrategy<DaemonFault>> =
-                kinds.iter().map(|kind| fault(kind, &timing, invocations.len(), span_ms)).collect();
+            let span_ms =
+                invocations.last().map_or(0, |i| i.at_ms) + 2 * *large_deadline(&timing).end();
+            let choices: Vec<BoxedStrategy<DaemonFault>> = kinds
+                .iter()
+                .map(|kind| fault(kind, &timing, invocations.len(), span_ms))
+                .collect();
             let faults = if choices.is_empty() {
                 Just(Vec::new()).boxed()
             } else {
                 prop::collection::vec(prop::strategy::Union::new(choices), 0..=5).boxed()
             };
             let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
-            (Just(timing), Just(invocations), Just(pages), Just(approval_ms), faults, Just(profile))
+            (
+                Just(timing),
+                Just(invocations),
+                Just(pages),
+                Just(approval_ms),
+                faults,
+                Just(profile),
+            )
         })
-        .prop_map(move |(timing, invocations, pages, approval_ms, faults, profile)| DaemonScenario {
-            bugs,
-            timing,
-            pages,
-            approval_ms,
-            invocations,
-            faults,
-            profile,
-        })
+        .prop_map(
+            move |(timing, invocations, pages, approval_ms, faults, profile)| DaemonScenario {
+                bugs,
+                timing,
+                pages,
+                approval_ms,
+                invocations,
+                faults,
+                profile,
+            },
+        )
 }

@@ -36,12 +36,19 @@ fn done(outcome: &Outcome) -> (String, u64) {
 /// The invariants a scenario breaks with `bug` switched on.
 fn broken_with(scenario: Scenario, bug: &str) -> Vec<String> {
     let outcome = run(&scenarios::with_bugs(scenario, &[bug]));
-    outcome.violations.iter().map(|v| v.invariant.clone()).collect()
+    outcome
+        .violations
+        .iter()
+        .map(|v| v.invariant.clone())
+        .collect()
 }
 
 fn assert_broken(scenario: Scenario, bug: &str, invariant: &str) {
     let found = broken_with(scenario, bug);
-    assert!(found.iter().any(|f| f == invariant), "{bug}: expected {invariant}, found {found:?}");
+    assert!(
+        found.iter().any(|f| f == invariant),
+        "{bug}: expected {invariant}, found {found:?}"
+    );
 }
 
 // Goal: an OAuth wait followed by three slow pages, all under a 400 ms deadline, resolves.
@@ -52,13 +59,28 @@ fn oauth_wait_and_delayed_pages_resolve_once() {
     let outcome = run(&daemon::oauth_then_delayed_pages());
     assert_eq!(outcome.violations, vec![]);
     assert_eq!(done(&outcome), ("ok".to_string(), 1));
-    assert_eq!(count(&outcome, kind::SERVER_EXEC), 1, "one listTools execution, no replay");
+    assert_eq!(
+        count(&outcome, kind::SERVER_EXEC),
+        1,
+        "one listTools execution, no replay"
+    );
     assert_eq!(count(&outcome, kind::DAEMON_LAUNCH), 1, "no relaunch");
-    assert_eq!(count(&outcome, kind::BROWSER_PROMPT), 1, "one authorization flow");
-    let delayed = events(&outcome, kind::FAULT_FIRED).iter().filter(|e| e.text("fault") == "page_delay").count();
+    assert_eq!(
+        count(&outcome, kind::BROWSER_PROMPT),
+        1,
+        "one authorization flow"
+    );
+    let delayed = events(&outcome, kind::FAULT_FIRED)
+        .iter()
+        .filter(|e| e.text("fault") == "page_delay")
+        .count();
     assert_eq!(delayed, 3, "all three pages were late");
     snapshot("daemon_oauth_then_delayed_pages", &outcome);
-    assert_broken(daemon::oauth_then_delayed_pages(), "no_progress_frames", "no_early_timeout");
+    assert_broken(
+        daemon::oauth_then_delayed_pages(),
+        "no_progress_frames",
+        "no_early_timeout",
+    );
 }
 
 // Goal: a deadline shorter than the work is carried by frames. Method: 120 ms deadline, the
@@ -70,10 +92,21 @@ fn short_deadline_with_long_work_succeeds() {
     assert_eq!(done(&outcome), ("ok".to_string(), 1));
     let request = &events(&outcome, kind::DAEMON_REQUEST)[0];
     assert_eq!(request.num("interval_ms"), 40, "cadence d/3");
-    assert!(count(&outcome, kind::CLI_FRAME) >= 9, "frames carried the call");
+    assert!(
+        count(&outcome, kind::CLI_FRAME) >= 9,
+        "frames carried the call"
+    );
     snapshot("daemon_short_deadline_long_work", &outcome);
-    assert_broken(daemon::short_deadline_long_work(), "cadence_floor", "no_early_timeout");
-    assert_broken(daemon::short_deadline_long_work(), "late_first_frame", "no_early_timeout");
+    assert_broken(
+        daemon::short_deadline_long_work(),
+        "cadence_floor",
+        "no_early_timeout",
+    );
+    assert_broken(
+        daemon::short_deadline_long_work(),
+        "late_first_frame",
+        "no_early_timeout",
+    );
 }
 
 // Goal: with a 30 ms deadline the first frame arrives before any 10 ms interval elapses.
@@ -84,9 +117,17 @@ fn tiny_deadline_sees_its_first_frame_at_once() {
     assert_eq!(done(&outcome), ("ok".to_string(), 1));
     let sent = events(&outcome, kind::CLI_SEND)[0].at_ms;
     let first = events(&outcome, kind::CLI_FRAME)[0].at_ms;
-    assert!(first - sent < 10, "first frame {} ms after the request", first - sent);
+    assert!(
+        first - sent < 10,
+        "first frame {} ms after the request",
+        first - sent
+    );
     snapshot("daemon_tiny_deadline", &outcome);
-    assert_broken(daemon::tiny_deadline(), "late_first_frame", "no_early_timeout");
+    assert_broken(
+        daemon::tiny_deadline(),
+        "late_first_frame",
+        "no_early_timeout",
+    );
 }
 
 // Goal: a daemon that stops sending frames trips the caller's deadline. Method: the event loop
@@ -99,11 +140,28 @@ fn silent_daemon_trips_the_deadline() {
     let fails = events(&outcome, kind::CLI_FAIL);
     assert_eq!(fails.len(), 1);
     assert_eq!(fails[0].text("reason"), "idle");
-    let last_frame = events(&outcome, kind::CLI_FRAME).iter().filter(|e| e.at_ms < fails[0].at_ms).map(|e| e.at_ms).max().unwrap();
-    assert!(fails[0].at_ms - last_frame <= 400 + 20, "detected {} ms after the last frame", fails[0].at_ms - last_frame);
-    assert_eq!(done(&outcome), ("ok".to_string(), 2), "restarted and retried once");
+    let last_frame = events(&outcome, kind::CLI_FRAME)
+        .iter()
+        .filter(|e| e.at_ms < fails[0].at_ms)
+        .map(|e| e.at_ms)
+        .max()
+        .unwrap();
+    assert!(
+        fails[0].at_ms - last_frame <= 400 + 20,
+        "detected {} ms after the last frame",
+        fails[0].at_ms - last_frame
+    );
+    assert_eq!(
+        done(&outcome),
+        ("ok".to_string(), 2),
+        "restarted and retried once"
+    );
     snapshot("daemon_stalled_daemon", &outcome);
-    assert_broken(daemon::stalled_daemon(), "fixed_phase_socket_budget", "silent_daemon_detected");
+    assert_broken(
+        daemon::stalled_daemon(),
+        "fixed_phase_socket_budget",
+        "silent_daemon_detected",
+    );
 }
 
 // Goal: cursors page-2, page-3, page-2 end the listing with a repeated-cursor error after
@@ -113,7 +171,10 @@ fn repeated_cursor_ends_the_listing() {
     let outcome = run(&daemon::repeated_cursor());
     assert_eq!(outcome.violations, vec![]);
     assert_eq!(done(&outcome), ("runtime_error".to_string(), 1));
-    let pages = events(&outcome, kind::SERVER_RECV).iter().filter(|e| e.text("msg").contains("tools/list")).count();
+    let pages = events(&outcome, kind::SERVER_RECV)
+        .iter()
+        .filter(|e| e.text("msg").contains("tools/list"))
+        .count();
     assert_eq!(pages, 3, "exactly three tools/list requests");
     snapshot("daemon_repeated_cursor", &outcome);
     assert_broken(daemon::repeated_cursor(), "no_cursor_guard", "listing_ends");
@@ -124,20 +185,48 @@ fn repeated_cursor_ends_the_listing() {
 #[test]
 fn wedged_server_ends_at_the_ceiling() {
     let cases = [
-        ("tools/call", Method::CallTool { work_ms: 10 }, "daemon_wedged_call_tool"),
-        ("resources/list", Method::ListResources, "daemon_wedged_list_resources"),
-        ("resources/read", Method::ReadResource, "daemon_wedged_read_resource"),
+        (
+            "tools/call",
+            Method::CallTool { work_ms: 10 },
+            "daemon_wedged_call_tool",
+        ),
+        (
+            "resources/list",
+            Method::ListResources,
+            "daemon_wedged_list_resources",
+        ),
+        (
+            "resources/read",
+            Method::ReadResource,
+            "daemon_wedged_read_resource",
+        ),
     ];
     for (method, invocation, name) in cases {
         let outcome = run(&daemon::wedged(method, invocation.clone()));
         assert_eq!(outcome.violations, vec![], "{method}");
-        assert_eq!(done(&outcome), ("operation_timeout".to_string(), 1), "{method}");
+        assert_eq!(
+            done(&outcome),
+            ("operation_timeout".to_string(), 1),
+            "{method}"
+        );
         let sent = events(&outcome, kind::CLI_SEND)[0].at_ms;
         let replied = events(&outcome, kind::CLI_REPLY)[0].at_ms;
-        assert!((2_500..=2_600).contains(&(replied - sent)), "{method}: ended after {} ms", replied - sent);
-        assert_eq!(count(&outcome, kind::DAEMON_LAUNCH), 1, "{method}: final, no restart");
+        assert!(
+            (2_500..=2_600).contains(&(replied - sent)),
+            "{method}: ended after {} ms",
+            replied - sent
+        );
+        assert_eq!(
+            count(&outcome, kind::DAEMON_LAUNCH),
+            1,
+            "{method}: final, no restart"
+        );
         snapshot(name, &outcome);
-        assert_broken(daemon::wedged(method, invocation), "no_operation_ceiling", "bounded_latency");
+        assert_broken(
+            daemon::wedged(method, invocation),
+            "no_operation_ceiling",
+            "bounded_latency",
+        );
     }
 }
 
@@ -148,7 +237,11 @@ fn slow_approval_within_the_oauth_bound_succeeds() {
     assert_eq!(outcome.violations, vec![]);
     assert_eq!(done(&outcome), ("ok".to_string(), 1));
     snapshot("daemon_slow_approval", &outcome);
-    assert_broken(daemon::slow_approval(), "sdk_default_timeout", "no_early_timeout");
+    assert_broken(
+        daemon::slow_approval(),
+        "sdk_default_timeout",
+        "no_early_timeout",
+    );
 }
 
 // Goal: an OAuth wait that expires is final: one prompt, no restart, no second flow.
@@ -160,7 +253,11 @@ fn expired_oauth_wait_is_final() {
     assert_eq!(count(&outcome, kind::BROWSER_PROMPT), 1);
     assert_eq!(count(&outcome, kind::DAEMON_LAUNCH), 1);
     snapshot("daemon_approval_never", &outcome);
-    assert_broken(daemon::approval_never(), "operation_timeout_retryable", "one_oauth_flow_per_action");
+    assert_broken(
+        daemon::approval_never(),
+        "operation_timeout_retryable",
+        "one_oauth_flow_per_action",
+    );
 }
 
 fn hunt_config(bugs: Vec<String>, cases: u64, base_seed: u64) -> HuntConfig {
@@ -188,11 +285,19 @@ fn generated_runs_with_every_switch_off_find_nothing() {
 fn every_daemon_switch_is_found_within_the_budget() {
     let mut missed = Vec::new();
     for bug in DaemonBugs::NAMES {
-        let report = hunt(&hunt_config(vec![bug.to_string()], 256, 0x0BAD_0003), &mut Quiet).unwrap();
+        let report = hunt(
+            &hunt_config(vec![bug.to_string()], 256, 0x0BAD_0003),
+            &mut Quiet,
+        )
+        .unwrap();
         match report.findings.first() {
             Some(finding) => println!("{bug}: found after {} cases", finding.index + 1),
             None => missed.push(*bug),
         }
     }
-    assert_eq!(missed, Vec::<&str>::new(), "switches not found within 256 cases");
+    assert_eq!(
+        missed,
+        Vec::<&str>::new(),
+        "switches not found within 256 cases"
+    );
 }
