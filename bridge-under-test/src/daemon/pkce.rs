@@ -14,11 +14,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn matches_the_rfc_7636_example() {
+    fn matches_the_rfc_7636_appendix_b_example() {
         let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
         assert_eq!(
             challenge(verifier),
-            "E9Melhoa2OwvFrEwTJxa6m_2-SiTqFfD5b9KCVXWAbg"
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
     }
 }
