@@ -16,8 +16,10 @@ use super::{ChannelScenario, Limits, Spec, SESSION};
 /// The channel family's tick: 1 s. Its timers are minutes and hours (a 5 min sweep, a 30 min
 /// and a 1 h TTL), so a second is 1/300 of the shortest one; the only sub-second timer, a
 /// clamped 1 ms wait, fires at its exact instant inside the bridge (tokio timers are not
-/// quantised), and only delivery between hosts waits for a tick boundary. Measured: 1 s ticks
-/// run a two-hour case about 4x faster than 250 ms ticks, with the same findings.
+/// quantised), and only delivery between hosts waits for a tick boundary. Measured in release
+/// on three generated cases replayed at both ticks: 0.29 s at 1 s against 0.77 s at 250 ms
+/// (process start included), with the same verdicts; the 2 000-case hunt runs at about
+/// 170 000x virtual:wall on two cores.
 pub const TICK_MS: u64 = 1_000;
 
 /// Requests arrive within the first half hour of a run.
