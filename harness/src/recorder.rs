@@ -61,15 +61,23 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> tracing::subscriber::Interest {
-        let wanted = if meta.is_span() { meta.name() == HOST_SPAN } else { meta.target() == TARGET };
-        if wanted {
+        if wanted(meta) {
             tracing::subscriber::Interest::always()
         } else {
             tracing::subscriber::Interest::never()
         }
     }
 
+    // When several threads each have their own subscriber (parallel tests, hunt workers),
+    // tracing caches interest as "sometimes" and asks here for every callsite: filter again.
+    fn enabled(&self, meta: &Metadata<'_>, _: Context<'_, S>) -> bool {
+        wanted(meta)
+    }
+
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
+        if !wanted(attrs.metadata()) {
+            return;
+        }
         let mut hosts = self.0.hosts.lock().unwrap_or_else(|e| e.into_inner());
         let mut visitor = HostVisitor { hosts: &mut hosts, index: None };
         attrs.record(&mut visitor);
@@ -79,6 +87,9 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        if !wanted(event.metadata()) {
+            return;
+        }
         let mut visitor = FieldsVisitor::default();
         event.record(&mut visitor);
         let mut kind = String::new();
@@ -100,6 +111,15 @@ where
         };
         let event = TraceEvent { at_ms, host, kind, fields: visitor.fields };
         self.0.events.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+    }
+}
+
+/// The only callsites recorded: turmoil's host spans and trace-target events.
+fn wanted(meta: &Metadata<'_>) -> bool {
+    if meta.is_span() {
+        meta.name() == HOST_SPAN && meta.target().starts_with("turmoil")
+    } else {
+        meta.target() == TARGET
     }
 }
 
@@ -155,6 +175,29 @@ mod tests {
     use bridge_under_test::emit;
     use bridge_under_test::events::kind;
     use tracing_subscriber::layer::SubscriberExt;
+
+    #[test]
+    fn foreign_events_are_dropped_while_other_threads_record_too() {
+        // A second subscriber on another thread makes tracing ask `enabled` per callsite.
+        let other = std::thread::Builder::new()
+            .spawn(|| {
+                let subscriber = tracing_subscriber::registry().with(Recorder::default().layer());
+                tracing::subscriber::with_default(subscriber, || {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                });
+            })
+            .unwrap();
+        let recorder = Recorder::default();
+        let subscriber = tracing_subscriber::registry().with(recorder.layer());
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(target: "turmoil", "TCP SYN");
+            tracing::info!(kind = "x", "no trace target");
+            emit!(kind::SSE_CONNECT, gen = 1u64, attempt = 0u64);
+        });
+        other.join().unwrap();
+        let kinds: Vec<String> = recorder.take().into_iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, ["sse.connect"]);
+    }
 
     #[test]
     fn records_only_trace_events_with_fields_in_order() {
