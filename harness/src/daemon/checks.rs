@@ -223,7 +223,10 @@ impl<'a> Facts<'a> {
     }
 
     /// Whether an authorization prompt shown in `[from, to]` was still without a token at `to`.
+    /// A token issued within the slack before `to` does not count: the daemon's OAuth bound may
+    /// fire in the same tick as the exchange completes.
     pub fn flow_pending(&self, from: u64, to: u64) -> bool {
+        let resolved_by = to.saturating_sub(self.slack_ms);
         let prompts = self
             .trace
             .of_kind(kind::BROWSER_PROMPT)
@@ -232,7 +235,7 @@ impl<'a> Facts<'a> {
             !self.trace.of_kind(kind::OAUTH_TOKEN).any(|(_, token)| {
                 token.get("ok") == Some(&Value::Bool(true))
                     && token.at_ms >= prompt.at_ms
-                    && token.at_ms <= to
+                    && token.at_ms <= resolved_by
             })
         })
     }
