@@ -36,3 +36,17 @@ pub fn sorted(mut schedule: Vec<Scheduled>) -> Vec<Scheduled> {
     schedule.sort_by_key(|s| s.at_ms);
     schedule
 }
+
+/// The schedule of a fault plan, given each fault's window: a start, and an end for windowed
+/// faults.
+pub fn schedule<F>(faults: &[F], window: impl Fn(&F) -> (u64, Option<u64>)) -> Vec<Scheduled> {
+    let mut out = Vec::new();
+    for (fault, spec) in faults.iter().enumerate() {
+        let (start, end) = window(spec);
+        out.push(Scheduled { at_ms: start, fault, phase: Phase::Start });
+        if let Some(end) = end {
+            out.push(Scheduled { at_ms: end, fault, phase: Phase::End });
+        }
+    }
+    sorted(out)
+}

@@ -13,5 +13,6 @@ pub mod runner;
 pub mod scenario;
 pub mod schema;
 pub mod seed;
+pub mod swarm;
 pub mod token;
 pub mod trace;

@@ -16,7 +16,7 @@ use bridge_under_test::stdio;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::family::{self, Phase, Scheduled};
+use crate::family::{self, Scheduled};
 use crate::scenario::SimParams;
 use crate::seed::derive;
 use faults::{ChannelFault, Targets};
@@ -150,23 +150,7 @@ impl family::Driver for Driver {
     }
 
     fn schedule(&self) -> Vec<Scheduled> {
-        let mut out = Vec::new();
-        for (fault, spec) in self.scenario.faults.iter().enumerate() {
-            let (start, end) = spec.window(&self.scenario.gateway);
-            out.push(Scheduled {
-                at_ms: start,
-                fault,
-                phase: Phase::Start,
-            });
-            if let Some(end) = end {
-                out.push(Scheduled {
-                    at_ms: end,
-                    fault,
-                    phase: Phase::End,
-                });
-            }
-        }
-        family::sorted(out)
+        family::schedule(&self.scenario.faults, |fault| fault.window(&self.scenario.gateway))
     }
 
     fn apply(&self, scheduled: &Scheduled, _sim: &mut turmoil::Sim<'_>) {

@@ -203,18 +203,6 @@ fn workload() -> impl Strategy<Value = (AgentScript, Vec<GatewayStep>)> {
     )
 }
 
-/// Which fault kinds are on for this case.
-fn profile() -> impl Strategy<Value = Vec<&'static str>> {
-    prop::collection::vec(any::<bool>(), KINDS.len()).prop_map(|on| {
-        KINDS
-            .iter()
-            .zip(on)
-            .filter(|(_, on)| *on)
-            .map(|(kind, _)| *kind)
-            .collect()
-    })
-}
-
 /// Production limits, or a compressed profile a burst can cross cheaply.
 fn limits() -> impl Strategy<Value = Limits> {
     let compressed = (2usize..=16, 3usize..=24).prop_map(|(pending_cap, queue_limit)| Limits {
@@ -270,17 +258,13 @@ fn absurd() -> impl Strategy<Value = Absurd> {
 
 /// A whole channel scenario with the given bug switches.
 pub fn scenario(bugs: ChannelBugs) -> impl Strategy<Value = ChannelScenario> {
-    (profile(), limits(), workload())
+    (crate::swarm::profile(KINDS), limits(), workload())
         .prop_flat_map(|(kinds, limits, (agent, gateway))| {
             let choices: Vec<BoxedStrategy<ChannelFault>> = kinds
                 .iter()
                 .map(|kind| fault(kind, limits, gateway.len()))
                 .collect();
-            let faults = if choices.is_empty() {
-                Just(Vec::new()).boxed()
-            } else {
-                prop::collection::vec(prop::strategy::Union::new(choices), 0..=6).boxed()
-            };
+            let faults = crate::swarm::plan(choices, 6);
             let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
             (
                 Just(limits),

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use crate::seed::derive;
-use crate::family::{self, Phase, Scheduled};
+use crate::family::{self, Scheduled};
 use crate::scenario::SimParams;
 use faults::{RelayFault, Targets};
 
@@ -147,15 +147,7 @@ impl family::Driver for Driver {
     }
 
     fn schedule(&self) -> Vec<Scheduled> {
-        let mut out = Vec::new();
-        for (fault, spec) in self.scenario.faults.iter().enumerate() {
-            let (start, end) = spec.window(&self.scenario.script);
-            out.push(Scheduled { at_ms: start, fault, phase: Phase::Start });
-            if let Some(end) = end {
-                out.push(Scheduled { at_ms: end, fault, phase: Phase::End });
-            }
-        }
-        family::sorted(out)
+        family::schedule(&self.scenario.faults, |fault| fault.window(&self.scenario.script))
     }
 
     fn apply(&self, scheduled: &Scheduled, sim: &mut turmoil::Sim<'_>) {

@@ -31,13 +31,6 @@ fn timing() -> impl Strategy<Value = Timing> {
     prop_oneof![compressed, Just(Timing::default())]
 }
 
-/// Which fault kinds are on for this case.
-fn profile() -> impl Strategy<Value = Vec<&'static str>> {
-    prop::collection::vec(any::<bool>(), KINDS.len()).prop_map(|on| {
-        KINDS.iter().zip(on).filter(|(_, on)| *on).map(|(kind, _)| *kind).collect()
-    })
-}
-
 fn op(timing: &Timing) -> impl Strategy<Value = Op> {
     let (remember_max, analyze_max) = (timing.remember_deadline_ms, timing.slowest_tool_ms * 11 / 10);
     prop_oneof![
@@ -111,17 +104,13 @@ fn fault(kind: &'static str, timing: &Timing, steps: usize, span_ms: u64) -> Box
 
 /// A whole relay scenario with the given bug switches.
 pub fn scenario(bugs: RelayBugs) -> impl Strategy<Value = RelayScenario> {
-    (timing(), profile()).prop_flat_map(move |(timing, kinds)| {
+    (timing(), crate::swarm::profile(KINDS)).prop_flat_map(move |(timing, kinds)| {
         script(&timing).prop_flat_map(move |steps| {
             let spec = Spec::new(&timing, 1, 0);
             let span_ms = steps.last().map_or(0, |s| s.at_ms) + spec.call_timeout_ms;
             let choices: Vec<BoxedStrategy<RelayFault>> =
                 kinds.iter().map(|kind| fault(kind, &timing, steps.len(), span_ms)).collect();
-            let faults = if choices.is_empty() {
-                Just(Vec::new()).boxed()
-            } else {
-                prop::collection::vec(prop::strategy::Union::new(choices), 0..=6).boxed()
-            };
+            let faults = crate::swarm::plan(choices, 6);
             let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
             (Just(timing.clone()), Just(steps), faults, Just(profile))
         })
