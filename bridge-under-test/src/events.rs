@@ -74,11 +74,16 @@
 //! | `cli.reply` | cli | `id`, `ok`, `code` (empty on success) |
 //! | `cli.fail` | cli | `id`, `reason` (`idle`, `budget`, `reset`, `refused`, `unparseable`): a transport failure |
 //! | `cli.restart` | cli | `action`, `pid` (the daemon being replaced, 0 if none) |
+//! | `cli.replace` | cli | `action`, `client`, `pid` (the daemon meant to be replaced), `reason` (`stale`, `transport`), `outcome` (`peer` before the drain, `peer_mid_drain`, `refused`, `replaced`, `started`): emitted when the decision ends |
+//! | `cli.probe` | cli | `action`, `target` (the pid meant), `pid` (the live one, 0 if none), `active` (absent as empty): one drain poll |
+//! | `cli.stop` | cli | `action`, `id`, `target` (the pid meant to be stopped), `addressed` (the pid in the request, 0 if none) |
+//! | `cli.launch` | cli | `action`, `pid`, `version`, `config`: a launch under the start lock |
 //! | `cli.done` | cli | `action`, `outcome` (`ok`, a daemon error code, or a transport reason), `attempts` |
 //! | `daemon.launch` | daemon | `pid`: a daemon process starts (counted at the process table) |
 //! | `daemon.start` | daemon | `pid`, `socket`, `protocol_version`: listening, metadata written |
 //! | `daemon.exit` | daemon | `pid`, `reason` (`stop`, `crash`, `kill`) |
 //! | `daemon.request` | daemon | `pid`, `id`, `method`, `interval_ms` (0: no frames), `first_ms` |
+//! | `daemon.stop` | daemon | `pid`, `id`, `addressed` (0 if none), `active` (other requests in flight), `refused` |
 //! | `daemon.reply` | daemon | `pid`, `id`, `ok`, `code` |
 //! | `daemon.oauth` | daemon | `pid`, `id`, `phase` (`start`, `token`, `timeout`, `error`), `state` |
 //! | `server.recv` | mcp | `msg` (the JSON-RPC message as received), `request` (the daemon request id from `_meta`), `auth` |
@@ -178,6 +183,11 @@ pub mod kind {
     pub const DAEMON_START: &str = "daemon.start";
     pub const DAEMON_EXIT: &str = "daemon.exit";
     pub const DAEMON_REQUEST: &str = "daemon.request";
+    pub const DAEMON_STOP: &str = "daemon.stop";
+    pub const CLI_REPLACE: &str = "cli.replace";
+    pub const CLI_PROBE: &str = "cli.probe";
+    pub const CLI_STOP: &str = "cli.stop";
+    pub const CLI_LAUNCH: &str = "cli.launch";
     pub const DAEMON_REPLY: &str = "daemon.reply";
     pub const DAEMON_OAUTH: &str = "daemon.oauth";
     pub const SERVER_RECV: &str = "server.recv";

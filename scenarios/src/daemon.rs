@@ -32,6 +32,8 @@ pub fn invoke(at_ms: u64, method: Method, timeout_ms: Option<u64>) -> Invocation
         at_ms,
         method,
         timeout_ms,
+        client: 0,
+        version: bridge_under_test::daemon::config::PROTOCOL_VERSION,
     }
 }
 

@@ -1,7 +1,10 @@
-//! The CLI: the user's invocations, one after another. Each finds (or launches) the daemon,
-//! sends one request per connection with the socket idle budget equal to the caller's deadline
-//! (re-armed only by frames whose id matches), and after a transport failure restarts the daemon
-//! and retries once. `operation_timeout` is final.
+//! The CLI: the user's invocations, in lanes (concurrent clients, each running its invocations
+//! one after another, each invocation of a protocol version). Each finds, launches or replaces
+//! the daemon ([`replace`](super::replace)), sends one request per connection with the socket
+//! idle budget equal to the caller's deadline (re-armed only by frames whose id matches), and
+//! after a transport failure replaces the daemon through the same guards and retries once.
+//! `operation_timeout` and a refusal to replace are final. A protocol-1 client asks for no
+//! frames and cannot parse one.
 
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
@@ -11,13 +14,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use super::config::{
-    Rules, SocketBudget, POLL_MS, PROTOCOL_VERSION, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS,
-    STOP_WAIT_MS,
-};
+use super::config::{Rules, SocketBudget, MAX_PAGES, PROTOCOL_VERSION};
 use super::knobs::lock;
-use super::machine::{Exit, Machine, Metadata};
+use super::machine::{Machine, Metadata};
 use super::mcp::RESOURCE_URI;
+use super::replace::{self, Who};
 use super::wire::{self, code, Line, Request};
 use super::SERVER_NAME;
 use crate::emit;
@@ -66,13 +67,24 @@ impl Method {
     }
 }
 
-/// One user invocation, started at `at_ms` or when the previous one ends, whichever is later.
+/// One user invocation, started at `at_ms` or when the previous one of its lane ends,
+/// whichever is later.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Invocation {
     pub at_ms: u64,
     pub method: Method,
     /// The call's `timeoutMs`; `None` leaves the default idle budget.
     pub timeout_ms: Option<u64>,
+    /// The lane (a concurrent client, e.g. another terminal) it runs in.
+    #[serde(default)]
+    pub client: u32,
+    /// The CLI's protocol version.
+    #[serde(default = "current_version")]
+    pub version: u64,
+}
+
+fn current_version() -> u64 {
+    PROTOCOL_VERSION
 }
 
 /// The CLI's knobs: caller deadlines a fault overrides, by action (1-based).
@@ -98,36 +110,59 @@ enum Attempt {
     Transport(&'static str),
 }
 
-/// Run the invocations in order, then exit.
+/// Run every lane concurrently, each lane's invocations in order (actions numbered in the
+/// order given), then exit.
 pub async fn run(cli: Cli, invocations: Vec<Invocation>) -> Result<(), Box<dyn std::error::Error>> {
     let start = seam::now();
+    let mut lanes: std::collections::BTreeMap<u32, Vec<(usize, &Invocation)>> =
+        std::collections::BTreeMap::new();
     for (index, invocation) in invocations.iter().enumerate() {
+        lanes
+            .entry(invocation.client)
+            .or_default()
+            .push((index + 1, invocation));
+    }
+    let lanes = lanes.into_values().map(|lane| run_lane(&cli, start, lane));
+    futures_util::future::join_all(lanes).await;
+    Ok(())
+}
+
+async fn run_lane(cli: &Cli, start: seam::Instant, lane: Vec<(usize, &Invocation)>) {
+    for (action, invocation) in lane {
         tokio::time::sleep_until(start + Duration::from_millis(invocation.at_ms)).await;
-        let action = index + 1;
         let timeout_ms = lock(&cli.knobs)
             .deadlines
             .get(&action)
             .copied()
             .or(invocation.timeout_ms);
-        invoke(&cli, action, &invocation.method, timeout_ms).await;
+        let who = Who {
+            cli,
+            action,
+            version: invocation.version,
+            seq: std::cell::Cell::new(0),
+        };
+        invoke(&who, invocation, timeout_ms).await;
     }
-    Ok(())
 }
 
-async fn invoke(cli: &Cli, action: usize, method: &Method, timeout_ms: Option<u64>) {
+async fn invoke(who: &Who<'_>, invocation: &Invocation, timeout_ms: Option<u64>) {
+    let (action, method) = (who.action, &invocation.method);
     emit!(
         kind::CLI_ACTION,
         action,
         method = method.name(),
-        timeout_ms = timeout_ms.unwrap_or(0)
+        timeout_ms = timeout_ms.unwrap_or(0),
+        client = invocation.client,
+        version = who.version
     );
     let mut attempts = 0;
     let outcome = loop {
         attempts += 1;
-        let Some(daemon) = ensure_daemon(cli).await else {
-            break "refused".to_string();
+        let daemon = match replace::ensure_daemon(who).await {
+            Ok(daemon) => daemon,
+            Err(message) => break refusal(&message),
         };
-        let outcome = attempt(cli, action, attempts, &daemon, method, timeout_ms).await;
+        let outcome = attempt(who, attempts, &daemon, method, timeout_ms).await;
         let retry = match &outcome {
             Attempt::Ok => break "ok".to_string(),
             Attempt::Transport(reason) => (attempts == 1).then_some(()).ok_or(reason.to_string()),
@@ -144,113 +179,48 @@ async fn invoke(cli: &Cli, action: usize, method: &Method, timeout_ms: Option<u6
         if let Err(outcome) = retry {
             break outcome;
         }
-        restart(cli, action, daemon.pid).await;
+        emit!(kind::CLI_RESTART, action, pid = daemon.pid);
+        if let Err(message) = replace::replace(who, daemon.pid, "transport").await {
+            break refusal(&message);
+        }
     };
     emit!(kind::CLI_DONE, action, outcome = %outcome, attempts);
 }
 
-/// The live daemon's metadata, launching one when there is none.
-async fn ensure_daemon(cli: &Cli) -> Option<Metadata> {
-    if let Some(metadata) = cli.machine.metadata() {
-        return Some(metadata);
+/// The outcome of an invocation the lifecycle guards refused: final, with the reason.
+fn refusal(message: &str) -> String {
+    if message.contains("in flight") {
+        "daemon_busy".to_string()
+    } else {
+        "refused".to_string()
     }
-    launch(cli).await
-}
-
-/// Launch a daemon under the start lock and wait until its metadata names it.
-async fn launch(cli: &Cli) -> Option<Metadata> {
-    let own_lock = cli.machine.try_lock("start");
-    let pid = own_lock.then(|| cli.machine.request_launch());
-    let mut waited = 0;
-    let ready = loop {
-        let metadata = cli
-            .machine
-            .metadata()
-            .filter(|m| pid.is_none_or(|pid| m.pid == pid));
-        if metadata.is_some() || waited >= READY_WAIT_MS {
-            break metadata;
-        }
-        seam::sleep_ms(POLL_MS).await;
-        waited += POLL_MS;
-    };
-    if own_lock {
-        cli.machine.unlock("start");
-    }
-    ready
-}
-
-/// Replace the daemon after a transport failure: `stop` addressed to its pid, wait for it to
-/// go (killing it if it will not), launch a fresh one.
-async fn restart(cli: &Cli, action: usize, pid: u64) {
-    emit!(kind::CLI_RESTART, action, pid);
-    if let Some(metadata) = cli.machine.metadata().filter(|m| m.pid == pid) {
-        let _ = control(&metadata, "stop", json!({"pid": pid})).await;
-    }
-    let mut waited = 0;
-    while cli.machine.alive(pid) && waited < STOP_WAIT_MS {
-        seam::sleep_ms(POLL_MS).await;
-        waited += POLL_MS;
-    }
-    if cli.machine.alive(pid) {
-        cli.machine.kill(pid, Exit::Kill);
-        while cli.machine.alive(pid) {
-            seam::sleep_ms(POLL_MS).await;
-        }
-    }
-    launch(cli).await;
-}
-
-/// A control request (`stop`, `status`) with the status budget and no frames.
-async fn control(daemon: &Metadata, method: &str, params: Value) -> Option<Value> {
-    let request = Request {
-        id: format!("c{}-{method}", daemon.pid),
-        method: method.to_string(),
-        params,
-        protocol_version: Some(PROTOCOL_VERSION),
-        progress_interval_ms: None,
-    };
-    let exchange = async {
-        let mut stream = TcpStream::connect((host::DAEMON, daemon.socket))
-            .await
-            .ok()?;
-        let line = serde_json::to_string(&request).ok()?;
-        stream
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .ok()?;
-        let mut lines = BufReader::new(stream).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(Line::Response { outcome, .. }) = wire::parse_line(&line) {
-                return outcome.ok();
-            }
-        }
-        None
-    };
-    tokio::time::timeout(Duration::from_millis(STATUS_TIMEOUT_MIN_MS), exchange)
-        .await
-        .ok()
-        .flatten()
 }
 
 async fn attempt(
-    cli: &Cli,
-    action: usize,
+    who: &Who<'_>,
     attempt: u32,
     daemon: &Metadata,
     method: &Method,
     timeout_ms: Option<u64>,
 ) -> Attempt {
+    let (cli, action) = (who.cli, who.action);
+    let modern = who.version >= PROTOCOL_VERSION;
     let request = Request {
         id: format!("a{action}.{attempt}"),
         method: method.name().to_string(),
         params: method.params(timeout_ms),
-        protocol_version: Some(PROTOCOL_VERSION),
-        progress_interval_ms: Some(cli.rules.requested_interval_ms(timeout_ms)),
+        protocol_version: modern.then_some(who.version),
+        progress_interval_ms: modern.then(|| cli.rules.requested_interval_ms(timeout_ms)),
     };
     let line = serde_json::to_string(&request).unwrap_or_default();
     emit!(kind::CLI_SEND, action, attempt, id = %request.id, msg = %line);
-    let budget = cli.rules.socket_budget(method.name(), timeout_ms);
-    let outcome = exchange(&request.id, daemon.socket, &line, budget).await;
+    // A daemon of protocol 1 writes no frames: wait for the whole operation, as a v1 client does.
+    let budget = if modern && daemon.protocol_version >= PROTOCOL_VERSION {
+        cli.rules.socket_budget(method.name(), timeout_ms)
+    } else {
+        SocketBudget::Fixed(v1_budget_ms(&cli.rules, timeout_ms))
+    };
+    let outcome = exchange(&request.id, daemon.socket, &line, (budget, modern)).await;
     match &outcome {
         Attempt::Transport(reason) => emit!(kind::CLI_FAIL, id = %request.id, reason = *reason),
         Attempt::Ok => emit!(kind::CLI_REPLY, id = %request.id, ok = true, code = ""),
@@ -261,8 +231,17 @@ async fn attempt(
     outcome
 }
 
-/// Connect, write the request, read frames until the response or the budget expires.
-async fn exchange(id: &str, socket: u16, line: &str, budget: SocketBudget) -> Attempt {
+/// A protocol-1 client hears nothing until the reply, so it waits out the whole operation: the
+/// OAuth wait plus every page (or the ceiling's call).
+fn v1_budget_ms(rules: &Rules, timeout_ms: Option<u64>) -> u64 {
+    let call_ms = timeout_ms.unwrap_or(rules.timing.sdk_request_timeout_ms);
+    rules.timing.oauth_timeout_ms + (u64::from(MAX_PAGES) + 1) * call_ms
+}
+
+/// Connect, write the request, read frames until the response or the budget expires. A
+/// protocol-1 client (`modern` false) cannot parse a progress frame.
+async fn exchange(id: &str, socket: u16, line: &str, budget: (SocketBudget, bool)) -> Attempt {
+    let (budget, modern) = budget;
     let (budget_ms, rearm, expired) = match budget {
         SocketBudget::Idle(ms) => (ms, true, "idle"),
         SocketBudget::Fixed(ms) => (ms, false, "budget"),
@@ -290,6 +269,7 @@ async fn exchange(id: &str, socket: u16, line: &str, budget: SocketBudget) -> At
             return Attempt::Transport("reset");
         };
         match wire::parse_line(&text) {
+            Some(Line::Progress { .. }) if !modern => return Attempt::Transport("unparseable"),
             Some(Line::Progress { id: frame }) => {
                 let matched = frame == id;
                 emit!(kind::CLI_FRAME, id = %frame, matched);

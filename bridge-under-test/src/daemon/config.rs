@@ -4,8 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 crate::bug_switches! {
-    /// The daemon regressions of MODEL.md §2.5. Each field puts one regression back. (The
-    /// lifecycle switches of the daemon-replacement rules join this list with that work.)
+    /// The daemon regressions of MODEL.md §2.5. Each field puts one regression back.
     DaemonBugs {
         /// listTools forwards no timeout: the OAuth wait and every page use the SDK's default.
         sdk_default_timeout,
@@ -23,6 +22,16 @@ crate::bug_switches! {
         late_first_frame,
         /// The cadence is floored at 250 ms whatever the caller's deadline.
         cadence_floor,
+        /// A stale daemon is stopped at once, without waiting for its requests to drain.
+        stop_without_drain,
+        /// The drain polls with a pid-filtered probe: a swapped daemon reads as drained, and the
+        /// `stop` goes to whatever daemon the metadata names, unaddressed.
+        pid_filtered_drain_probe,
+        /// The pid-mismatch short-circuit applies only when the live daemon's config is fresh:
+        /// a peer's daemon with old config is drained and stopped as if it were the target.
+        pid_shortcut_needs_fresh_config,
+        /// Progress frames go to every client, whatever its protocol version.
+        frames_to_v1_clients,
     }
 }
 
@@ -39,6 +48,9 @@ pub const STOP_WAIT_MS: u64 = 5_000;
 /// How long a client waits for a launched daemon to be ready, polling every [`POLL_MS`].
 pub const READY_WAIT_MS: u64 = 10_000;
 pub const POLL_MS: u64 = 100;
+/// `drain_timeout_ms`: how long a client waits for a busy daemon to go idle before refusing to
+/// replace it, polling `status` every [`POLL_MS`].
+pub const DRAIN_TIMEOUT_MS: u64 = 60_000;
 /// `status_timeout_min_ms`: the budget of a control request (`status`, `stop`).
 pub const STATUS_TIMEOUT_MIN_MS: u64 = 1_000;
 

@@ -1,5 +1,6 @@
-//! The user's machine as the CLI and the daemon share it: the daemon metadata file, lock files
-//! and the process table (launch, kill, liveness by pid). It is plain in-sim state outside any
+//! The user's machine as the CLI and the daemon share it: the daemon metadata file, lock files,
+//! the config file (its fingerprint; an edit makes the metadata stale) and the process table
+//! (launch with a protocol version, kill, liveness by pid). It is plain in-sim state outside any
 //! host's software, so it survives a daemon crash like a real filesystem does.
 
 use std::cell::RefCell;
@@ -30,6 +31,8 @@ pub enum Exit {
     Crash,
     /// A client killed it by pid.
     Kill,
+    /// The metadata names another daemon and this one had nothing left in flight.
+    Superseded,
 }
 
 impl Exit {
@@ -38,6 +41,7 @@ impl Exit {
             Exit::Stop => "stop",
             Exit::Crash => "crash",
             Exit::Kill => "kill",
+            Exit::Superseded => "superseded",
         }
     }
 }
@@ -47,6 +51,10 @@ struct State {
     metadata: Option<Metadata>,
     last_pid: u64,
     launches: VecDeque<u64>,
+    /// The protocol version and config fingerprint each launched pid starts with.
+    versions: BTreeMap<u64, (u64, String)>,
+    /// Edits of the config file so far: the fingerprint is `config-<edits + 1>`.
+    config_edits: u64,
     kills: VecDeque<(u64, Exit)>,
     alive: BTreeSet<u64>,
     locks: BTreeSet<String>,
@@ -83,13 +91,44 @@ impl Machine {
         own
     }
 
-    /// Ask for a daemon process; returns the pid it will have (pids are never reused).
+    /// The config file's fingerprint as a daemon or a client reads it now.
+    pub fn config(&self) -> String {
+        format!("config-{}", self.state.borrow().config_edits + 1)
+    }
+
+    /// The user edits the config file: a new fingerprint.
+    pub fn edit_config(&self) -> String {
+        self.state.borrow_mut().config_edits += 1;
+        self.config()
+    }
+
+    /// The fingerprint the config file had before its last edit (the current one if never
+    /// edited): what a peer that read the config before the edit still uses.
+    pub fn previous_config(&self) -> String {
+        format!("config-{}", self.state.borrow().config_edits.max(1))
+    }
+
+    /// Ask for a daemon process of the current protocol version and config.
     pub fn request_launch(&self) -> u64 {
+        self.request_launch_of(super::config::PROTOCOL_VERSION, self.config())
+    }
+
+    /// The protocol version and config fingerprint `pid` was launched with.
+    pub fn launched_with(&self, pid: u64) -> (u64, String) {
+        let state = self.state.borrow();
+        let current = || (super::config::PROTOCOL_VERSION, "config-1".to_string());
+        state.versions.get(&pid).cloned().unwrap_or_else(current)
+    }
+
+    /// Ask for a daemon process speaking `version` with `config`; returns the pid it will have
+    /// (pids are never reused).
+    pub fn request_launch_of(&self, version: u64, config: String) -> u64 {
         let pid = {
             let mut state = self.state.borrow_mut();
             state.last_pid += 1;
             let pid = state.last_pid;
             state.launches.push_back(pid);
+            state.versions.insert(pid, (version, config));
             state.alive.insert(pid);
             pid
         };

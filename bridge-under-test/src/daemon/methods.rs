@@ -13,6 +13,8 @@ use super::mcp::RESOURCE_URI;
 use super::process::Ctx;
 use super::upstream::{self, UpstreamError};
 use super::wire::{code, Failure, Request};
+use crate::emit;
+use crate::events::kind;
 use crate::seam::Instant;
 
 /// Run one request's work. `admitted` anchors the operation ceiling: a stalled event loop that
@@ -34,22 +36,39 @@ pub async fn dispatch(
     }
 }
 
-fn status(ctx: &Ctx) -> Value {
-    // This request is active too: report the others.
-    let others = ctx.state.borrow().active.saturating_sub(1);
-    json!({
-        "pid": ctx.pid,
-        "protocolVersion": PROTOCOL_VERSION,
-        "startedAt": ctx.started_at,
-        "configFingerprint": ctx.fingerprint,
-        "activeRequests": others
-    })
+/// The number of requests in flight besides the one asking (this request is active too).
+fn others(ctx: &Ctx) -> u64 {
+    ctx.state.borrow().active.saturating_sub(1)
 }
 
-/// A `stop` addressed to another pid is refused.
+/// `status`; a protocol-1 daemon reports neither `protocolVersion` nor `activeRequests`.
+fn status(ctx: &Ctx) -> Value {
+    let mut status = json!({
+        "pid": ctx.pid,
+        "startedAt": ctx.started_at,
+        "configFingerprint": ctx.fingerprint,
+    });
+    if ctx.protocol_version >= PROTOCOL_VERSION {
+        status["protocolVersion"] = json!(ctx.protocol_version);
+        status["activeRequests"] = json!(others(ctx));
+    }
+    status
+}
+
+/// A `stop` addressed to another pid is refused. Records what the stop found in flight.
 fn stop(ctx: &Ctx, request: &Request) -> Result<Value, Failure> {
-    match request.params.get("pid").and_then(Value::as_u64) {
-        Some(pid) if pid != ctx.pid => Err(Failure::new(
+    let addressed = request.params.get("pid").and_then(Value::as_u64);
+    let refused = addressed.is_some_and(|pid| pid != ctx.pid);
+    emit!(
+        kind::DAEMON_STOP,
+        pid = ctx.pid,
+        id = %request.id,
+        addressed = addressed.unwrap_or(0),
+        active = others(ctx),
+        refused
+    );
+    match addressed {
+        Some(pid) if refused => Err(Failure::new(
             code::RUNTIME_ERROR,
             format!("stop for pid {pid} refused by pid {}", ctx.pid),
         )),

@@ -18,6 +18,7 @@ pub mod methods;
 pub mod oauth;
 pub mod pkce;
 pub mod process;
+pub mod replace;
 pub mod serve;
 pub mod upstream;
 pub mod wire;

@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
 
 use super::authorize::{self, SharedCallbacks};
-use super::config::{Rules, PROTOCOL_VERSION};
+use super::config::{Rules, POLL_MS};
 use super::knobs::SharedDaemonKnobs;
 use super::machine::{Exit, Machine, Metadata};
 use super::upstream::Session;
@@ -25,8 +25,6 @@ use crate::seam::{self, TcpListener};
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
     pub rules: Rules,
-    /// The config fingerprint written into the metadata.
-    pub fingerprint: String,
     /// Seed of the daemon's randomness (PKCE verifiers, OAuth state); mixed with the pid.
     pub seed: u64,
 }
@@ -42,7 +40,11 @@ pub struct Ctx {
     pub stop: Notify,
     /// Milliseconds since the daemon host booted, for the metadata's `startedAt`.
     pub started_at: u64,
+    /// The config file's fingerprint when this process started: written into the metadata.
     pub fingerprint: String,
+    /// The protocol version this process speaks (1: no `protocolVersion`, no
+    /// `activeRequests`, no frames).
+    pub protocol_version: u64,
 }
 
 /// Mutable process state; never borrowed across an await.
@@ -61,7 +63,7 @@ pub async fn supervise(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let boot = seam::now();
     let mut running: BTreeMap<u64, AbortOnDrop> = BTreeMap::new();
-    let (exit_tx, mut exit_rx) = mpsc::unbounded_channel::<u64>();
+    let (exit_tx, mut exit_rx) = mpsc::unbounded_channel::<(u64, Exit)>();
     loop {
         let changed = machine.changed.notified();
         while let Some(pid) = machine.take_launch() {
@@ -78,10 +80,10 @@ pub async fn supervise(
         }
         tokio::select! {
             () = changed => {}
-            Some(pid) = exit_rx.recv() => {
+            Some((pid, why)) = exit_rx.recv() => {
                 running.remove(&pid);
-                emit!(kind::DAEMON_EXIT, pid, reason = Exit::Stop.name());
-                machine.exited(pid, Exit::Stop);
+                emit!(kind::DAEMON_EXIT, pid, reason = why.name());
+                machine.exited(pid, why);
             }
         }
     }
@@ -93,8 +95,9 @@ fn launch(
     config: &DaemonConfig,
     knobs: &SharedDaemonKnobs,
     machine: &Rc<Machine>,
-    exit_tx: mpsc::UnboundedSender<u64>,
+    exit_tx: mpsc::UnboundedSender<(u64, Exit)>,
 ) -> impl std::future::Future<Output = ()> + 'static {
+    let (protocol_version, fingerprint) = machine.launched_with(pid);
     let state = ProcessState {
         upstream: Session::default(),
         active: 0,
@@ -108,19 +111,21 @@ fn launch(
         state: RefCell::new(state),
         stop: Notify::new(),
         started_at,
-        fingerprint: config.fingerprint.clone(),
+        fingerprint,
+        protocol_version,
     });
     let machine = machine.clone();
     async move {
-        if run(ctx.clone(), &machine).await.is_ok() {
-            machine.remove_metadata_of(pid);
-        }
-        let _ = exit_tx.send(pid);
+        let why = run(ctx.clone(), &machine).await.unwrap_or(Exit::Stop);
+        // Only the daemon the metadata names removes it (and its socket goes with the process).
+        machine.remove_metadata_of(pid);
+        let _ = exit_tx.send((pid, why));
     }
 }
 
-/// Listen, write the metadata, serve connections until a `stop` is answered.
-async fn run(ctx: Rc<Ctx>, machine: &Machine) -> std::io::Result<()> {
+/// Listen, write the metadata, serve connections until a `stop` is answered, or until the
+/// metadata names another daemon and nothing is left in flight (a peer superseded this one).
+async fn run(ctx: Rc<Ctx>, machine: &Machine) -> std::io::Result<Exit> {
     let socket = port(SOCKET_BASE, ctx.pid);
     let listener = TcpListener::bind(("0.0.0.0", socket)).await?;
     let router = authorize::callback_router(ctx.callbacks.clone());
@@ -130,7 +135,7 @@ async fn run(ctx: Rc<Ctx>, machine: &Machine) -> std::io::Result<()> {
     });
     machine.write_metadata(Metadata {
         pid: ctx.pid,
-        protocol_version: PROTOCOL_VERSION,
+        protocol_version: ctx.protocol_version,
         socket,
         config_fingerprint: ctx.fingerprint.clone(),
         started_at: ctx.started_at,
@@ -139,7 +144,8 @@ async fn run(ctx: Rc<Ctx>, machine: &Machine) -> std::io::Result<()> {
         kind::DAEMON_START,
         pid = ctx.pid,
         socket,
-        protocol_version = PROTOCOL_VERSION
+        protocol_version = ctx.protocol_version,
+        config = %ctx.fingerprint
     );
     let mut connections = JoinSet::new();
     loop {
@@ -149,7 +155,13 @@ async fn run(ctx: Rc<Ctx>, machine: &Machine) -> std::io::Result<()> {
                 connections.spawn_local(serve::connection(ctx.clone(), stream));
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            () = ctx.stop.notified() => return Ok(()),
+            () = ctx.stop.notified() => return Ok(Exit::Stop),
+            () = seam::sleep_ms(POLL_MS) => {
+                let superseded = machine.metadata().is_some_and(|m| m.pid != ctx.pid);
+                if superseded && ctx.state.borrow().active == 0 {
+                    return Ok(Exit::Superseded);
+                }
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use super::config::{PROTOCOL_VERSION, STATUS_TIMEOUT_MIN_MS};
+use super::config::{PROGRESS_INTERVAL_MS, PROTOCOL_VERSION, STATUS_TIMEOUT_MIN_MS};
 use super::knobs::lock;
 use super::methods;
 use super::process::Ctx;
@@ -89,13 +89,26 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
 }
 
 /// The cadence for this client, or `None` when it gets no frames: only protocol-2 clients that
-/// asked with `progressIntervalMs`.
+/// asked with `progressIntervalMs`, and never from a protocol-1 daemon.
 fn frame_interval_ms(ctx: &Ctx, request: &Request) -> Option<u64> {
+    let bugs = ctx.rules.bugs;
+    if ctx.protocol_version < PROTOCOL_VERSION || bugs.no_progress_frames {
+        return None;
+    }
+    if bugs.frames_to_v1_clients && !control(&request.method) {
+        let asked = request.progress_interval_ms.unwrap_or(PROGRESS_INTERVAL_MS);
+        return Some(ctx.rules.frame_interval_ms(asked));
+    }
     let asked = request.progress_interval_ms?;
     let modern = request
         .protocol_version
         .is_some_and(|v| v >= PROTOCOL_VERSION);
-    (modern && !ctx.rules.bugs.no_progress_frames).then(|| ctx.rules.frame_interval_ms(asked))
+    modern.then(|| ctx.rules.frame_interval_ms(asked))
+}
+
+/// `status` and `stop` answer at once: no frames.
+fn control(method: &str) -> bool {
+    matches!(method, "status" | "stop")
 }
 
 /// Run the request's work, writing a progress frame at `first_frame_ms` after dispatch and then

@@ -8,6 +8,7 @@ use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
 use super::faults::DISRUPTIVE;
+use super::lifecycle;
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
 
@@ -26,6 +27,15 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("silent_daemon_detected", silent_daemon_detected),
     ("listing_ends", listing_ends),
     ("schema_valid", schema_valid),
+    ("no_stop_while_busy", lifecycle::no_stop_while_busy),
+    ("stop_reaches_its_target", lifecycle::stop_reaches_its_target),
+    (
+        "no_request_killed_by_replacement",
+        lifecycle::no_request_killed_by_replacement,
+    ),
+    ("one_daemon_per_config", lifecycle::one_daemon_per_config),
+    ("mixed_versions_work", lifecycle::mixed_versions_work),
+    ("replacement_ends", lifecycle::replacement_ends),
 ];
 
 /// Run every checker.
@@ -60,6 +70,9 @@ pub struct Attempt {
     /// The send, then every frame whose id matched: when the CLI last heard from the daemon.
     pub activity_ms: Vec<u64>,
     pub end: Option<End>,
+    /// A protocol-2 request (it names its `protocolVersion`) served by a protocol-2 daemon: only
+    /// those get frames.
+    pub modern: bool,
 }
 
 /// One user invocation.
@@ -104,6 +117,7 @@ impl<'a> Facts<'a> {
             disruptions: Vec::new(),
         };
         facts.collect_cli();
+        facts.collect_versions();
         facts.collect_disruptions();
         facts
     }
@@ -164,6 +178,26 @@ impl<'a> Facts<'a> {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// A request served by a protocol-1 daemon gets no frames whatever its client speaks.
+    fn collect_versions(&mut self) {
+        let mut versions: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut old: Vec<String> = Vec::new();
+        for event in &self.trace.events {
+            match event.kind.as_str() {
+                kind::DAEMON_START => {
+                    versions.insert(event.num("pid"), event.num("protocol_version"));
+                }
+                kind::DAEMON_REQUEST if versions.get(&event.num("pid")) == Some(&1) => {
+                    old.push(event.text("id"));
+                }
+                _ => {}
+            }
+        }
+        for attempt in &mut self.attempts {
+            attempt.modern &= !old.contains(&attempt.id);
         }
     }
 
@@ -240,7 +274,7 @@ impl<'a> Facts<'a> {
         })
     }
 
-    fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
+    pub fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
         let at_ms = self.trace.events.get(index).map_or(0, |e| e.at_ms);
         Violation {
             invariant: invariant.to_string(),
@@ -266,6 +300,7 @@ fn attempt(index: usize, event: &TraceEvent) -> Attempt {
         timeout_ms: msg.pointer("/params/timeoutMs").and_then(Value::as_u64),
         activity_ms: vec![event.at_ms],
         end: None,
+        modern: msg.get("protocolVersion").is_some(),
     }
 }
 
@@ -328,12 +363,21 @@ pub fn no_early_timeout(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// At most one OAuth authorization flow (a browser prompt) per user action.
+/// At most one OAuth authorization flow (a browser prompt) per user action. A prompt belongs to
+/// the request whose daemon started the flow with that `state` (concurrent clients each have
+/// their own), else to the action in progress.
 pub fn one_oauth_flow_per_action(facts: &Facts<'_>) -> Vec<Violation> {
     let mut seen: BTreeMap<u64, usize> = BTreeMap::new();
     let mut found = Vec::new();
+    let flows: BTreeMap<String, u64> = facts
+        .trace
+        .of_kind(kind::DAEMON_OAUTH)
+        .filter(|(_, e)| e.text("phase") == "start")
+        .filter_map(|(_, e)| Some((e.text("state"), action_of(&e.text("id"))?)))
+        .collect();
     for (index, event) in facts.trace.of_kind(kind::BROWSER_PROMPT) {
-        let Some(action) = facts.action_at(event.at_ms) else {
+        let owner = flows.get(&event.text("state")).copied();
+        let Some(action) = owner.or_else(|| facts.action_at(event.at_ms)) else {
             continue;
         };
         let count = seen.entry(action).or_default();
@@ -368,10 +412,22 @@ pub fn executes_once(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// No daemon launch the user did not need: the CLI never replaces a healthy daemon.
+/// No daemon launch the user did not need: the CLI never replaces a healthy, fresh daemon (a
+/// launch that replaced a stale one, or a peer's `daemon start`, is needed).
 pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut exits: Vec<(u64, String)> = Vec::new();
+    let launched_by: BTreeMap<u64, u64> = facts
+        .trace
+        .of_kind(kind::CLI_LAUNCH)
+        .map(|(_, e)| (e.num("pid"), e.num("action")))
+        .collect();
+    let upgrades: Vec<u64> = facts
+        .trace
+        .of_kind(kind::CLI_REPLACE)
+        .filter(|(_, e)| e.text("reason") == "stale")
+        .map(|(_, e)| e.num("action"))
+        .collect();
     for (index, event) in facts
         .trace
         .events
@@ -382,9 +438,12 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
         match event.kind.as_str() {
             kind::DAEMON_EXIT => exits.push((event.at_ms, event.text("reason"))),
             kind::DAEMON_LAUNCH => {
-                let Some(action) = facts.action_at(event.at_ms) else {
+                let Some(&action) = launched_by.get(&event.num("pid")) else {
                     continue;
                 };
+                if upgrades.contains(&action) {
+                    continue;
+                }
                 let Some(start) = facts
                     .actions
                     .iter()
@@ -395,7 +454,7 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
                 };
                 let replaced = exits
                     .iter()
-                    .any(|(at, reason)| *at >= start && reason != "crash");
+                    .any(|(at, reason)| *at >= start && matches!(reason.as_str(), "stop" | "kill"));
                 if replaced && !facts.disrupted(action) {
                     let detail = format!(
                         "pid {} launched to replace a healthy daemon during action {action}",
@@ -440,10 +499,10 @@ pub fn bounded_latency(facts: &Facts<'_>) -> Vec<Violation> {
 }
 
 /// A silent daemon is detected within the caller's deadline: no request stays open longer than
-/// its idle budget after the last frame it received.
+/// its idle budget after the last frame it received (protocol-1 requests get no frames).
 pub fn silent_daemon_detected(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
-    for attempt in &facts.attempts {
+    for attempt in facts.attempts.iter().filter(|a| a.modern) {
         let deadline = facts.deadline_ms(attempt);
         let end_ms = attempt
             .end
@@ -505,7 +564,8 @@ pub fn listing_ends(facts: &Facts<'_>) -> Vec<Violation> {
 /// Every upstream MCP message validates against the MCP 2025-11-25 schema; a result against the
 /// result type of its request's method.
 pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
-    let mut methods: BTreeMap<String, String> = BTreeMap::new();
+    // Concurrent sessions reuse JSON-RPC ids: a response may answer any pending request of its id.
+    let mut methods: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts
         .trace
@@ -523,15 +583,15 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
                 if let (Some(id), Some(method)) =
                     (msg.get("id"), msg.get("method").and_then(Value::as_str))
                 {
-                    methods.insert(id.to_string(), method.to_string());
+                    let pending = methods.entry(id.to_string()).or_default();
+                    pending.push(method.to_string());
                 }
                 facts.schema.validate_client_message(&msg)
             }
             kind::SERVER_SEND => {
-                let method = msg.get("id").and_then(|id| methods.get(&id.to_string()));
-                facts
-                    .schema
-                    .validate_server_message(&msg, method.map(String::as_str))
+                let id = msg.get("id").map(|id| id.to_string()).unwrap_or_default();
+                let pending = methods.remove(&id).unwrap_or_default();
+                validate_response(facts, &msg, pending, &mut methods, id)
             }
             _ => Ok(()),
         };
@@ -541,6 +601,31 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
         }
     }
     capped(found)
+}
+
+/// Validate a response against the first pending method of its id that it fits (or without a
+/// method when none is pending); the others stay pending.
+fn validate_response(
+    facts: &Facts<'_>,
+    msg: &Value,
+    mut pending: Vec<String>,
+    methods: &mut BTreeMap<String, Vec<String>>,
+    id: String,
+) -> Result<(), String> {
+    let fits = |m: &String| facts.schema.validate_server_message(msg, Some(m)).is_ok();
+    let result = match pending.iter().position(fits) {
+        Some(at) => {
+            pending.remove(at);
+            Ok(())
+        }
+        None => facts
+            .schema
+            .validate_server_message(msg, pending.first().map(String::as_str)),
+    };
+    if !pending.is_empty() {
+        methods.insert(id, pending);
+    }
+    result
 }
 
 #[cfg(test)]

@@ -41,6 +41,17 @@ pub enum DaemonFault {
     /// Invocation `action` (1-based) runs with caller deadline `timeout_ms`: a user or a script
     /// passing a small (< 250 ms) or a large `timeoutMs`.
     CallerDeadline { action: usize, timeout_ms: u64 },
+    /// The user edits the config file at `at_ms`: the running daemon's metadata goes stale.
+    ConfigEdit { at_ms: u64 },
+    /// A peer runs `daemon start` at `at_ms`, bypassing the start lock: a daemon of `version`
+    /// takes over the metadata (with the config from before the last edit when `old_config`:
+    /// a peer that read it earlier). The only way a daemon is swapped during a drain.
+    PeerStart {
+        at_ms: u64,
+        version: u64,
+        #[serde(default)]
+        old_config: bool,
+    },
 }
 
 /// The kinds, for swarm profiles.
@@ -57,6 +68,10 @@ pub const KINDS: &[&str] = &[
     "socket_reset",
     "caller_deadline",
 ];
+
+/// The lifecycle operations a scenario places in time besides its invocations (a daemon crash
+/// is `daemon_crash`). They are not disruptions: the lifecycle guards must hold through them.
+pub const LIFECYCLE: &[&str] = &["config_edit", "peer_start"];
 
 /// The kinds that disturb the daemon or its socket: a request they touch may legitimately fail,
 /// be retried, relaunch the daemon and run twice.
@@ -77,6 +92,8 @@ impl DaemonFault {
             Self::DaemonCrash { .. } => "daemon_crash",
             Self::SocketReset { .. } => "socket_reset",
             Self::CallerDeadline { .. } => "caller_deadline",
+            Self::ConfigEdit { .. } => "config_edit",
+            Self::PeerStart { .. } => "peer_start",
         }
     }
 
@@ -84,7 +101,10 @@ impl DaemonFault {
     pub fn window(&self) -> (u64, Option<u64>) {
         match self {
             Self::DaemonStall { at_ms, for_ms } => (*at_ms, Some(at_ms + for_ms)),
-            Self::DaemonCrash { at_ms } | Self::SocketReset { at_ms } => (*at_ms, None),
+            Self::DaemonCrash { at_ms }
+            | Self::SocketReset { at_ms }
+            | Self::ConfigEdit { at_ms }
+            | Self::PeerStart { at_ms, .. } => (*at_ms, None),
             _ => (0, None),
         }
     }
@@ -141,6 +161,22 @@ pub fn apply(fault: &DaemonFault, phase: Phase, targets: &Targets<'_>) {
         }
         DaemonFault::CallerDeadline { action, timeout_ms } => {
             lock(targets.cli).deadlines.insert(*action, *timeout_ms);
+        }
+        DaemonFault::ConfigEdit { .. } => {
+            targets.machine.edit_config();
+        }
+        DaemonFault::PeerStart {
+            version,
+            old_config,
+            ..
+        } => {
+            let machine = targets.machine;
+            let config = if *old_config {
+                machine.previous_config()
+            } else {
+                machine.config()
+            };
+            machine.request_launch_of(*version, config);
         }
     }
 }

@@ -3,6 +3,9 @@
 
 pub mod checks;
 pub mod faults;
+pub mod interleavings;
+pub mod lifecycle;
+pub mod lifecycle_strategy;
 pub mod strategy;
 
 use std::collections::BTreeSet;
@@ -110,7 +113,6 @@ impl Driver {
         sim.host(host::BROWSER, move || browser::run(knobs.clone()));
         let config = DaemonConfig {
             rules,
-            fingerprint: "config-1".into(),
             seed: derive(seed, "daemon"),
         };
         let (knobs, table) = (daemon_knobs.clone(), machine.clone());
@@ -195,7 +197,11 @@ impl family::Driver for Driver {
 /// parameters that suit it (see [`strategy::tick_ms`] for the tick).
 pub fn case_strategy(bugs: DaemonBugs, seed: u64) -> proptest::strategy::BoxedStrategy<Scenario> {
     use proptest::prelude::*;
-    (strategy::scenario(bugs), any::<bool>())
+    let daemon = prop_oneof![
+        1 => strategy::scenario(bugs).boxed(),
+        1 => lifecycle_strategy::scenario(bugs).boxed(),
+    ];
+    (daemon, any::<bool>())
         .prop_map(move |(daemon, random_order)| scenario(seed, daemon, random_order))
         .boxed()
 }

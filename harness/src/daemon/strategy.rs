@@ -4,12 +4,14 @@
 
 use bridge_under_test::daemon::client::{Invocation, Method};
 use bridge_under_test::daemon::config::{
-    fixed_phase, MAX_PAGES, POLL_MS, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS, STOP_WAIT_MS,
+    fixed_phase, DRAIN_TIMEOUT_MS, PROTOCOL_VERSION, MAX_PAGES, POLL_MS, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS, STOP_WAIT_MS,
 };
+use bridge_under_test::daemon::replace::LOCK_WAIT_MS;
 use bridge_under_test::daemon::{DaemonBugs, Timing};
 use proptest::prelude::*;
 
-use super::faults::{DaemonFault, KINDS};
+use super::faults::{DaemonFault, KINDS, LIFECYCLE};
+use super::lifecycle::REPLACE_MARGIN_MS;
 use super::DaemonScenario;
 
 /// The coarsest tick that keeps the timers meaningful: a tenth of the smallest caller deadline
@@ -67,7 +69,21 @@ pub fn horizon_ms(scenario: &DaemonScenario, tick_ms: u64) -> u64 {
         .map(|i| i.at_ms)
         .max()
         .unwrap_or(0);
-    last_ms + per_action + delays + 2_000
+    last_ms + per_action + delays + lifecycle_ms(scenario) + 2_000
+}
+
+/// With several clients or lifecycle operations, an invocation may wait for the start lock and
+/// then drain, once for a stale daemon and once after a transport failure.
+fn lifecycle_ms(scenario: &DaemonScenario) -> u64 {
+    let lifecycle = scenario.invocations.iter().any(|i| i.client != 0)
+        || scenario.faults.iter().any(|f| LIFECYCLE.contains(&f.name()));
+    let per_replace = LOCK_WAIT_MS + DRAIN_TIMEOUT_MS + REPLACE_MARGIN_MS;
+    let actions = scenario.invocations.len() as u64;
+    if lifecycle {
+        2 * actions * per_replace
+    } else {
+        0
+    }
 }
 
 /// MODEL.md's constants, or a compressed profile whose OAuth wait is seconds, not minutes.
@@ -115,6 +131,8 @@ fn invocation(timing: Timing) -> impl Strategy<Value = Invocation> {
         at_ms,
         method,
         timeout_ms,
+        client: 0,
+        version: PROTOCOL_VERSION,
     })
 }
 

@@ -1,0 +1,336 @@
+//! The client's daemon lifecycle (MODEL.md §2.4): find the live daemon or launch one under the
+//! start lock, and replace a stale or broken one under the same lock: probe the live daemon
+//! without filtering by pid (a different pid means a peer already replaced it: use it), drain
+//! (poll `status` until nothing else is in flight, absent counting as busy; a pid change means a
+//! peer swapped it), refuse loudly after `drain_timeout_ms`, and only then `stop` addressed to
+//! that pid, wait for it to go, launch the new one and wait until it is ready.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use super::client::Cli;
+use super::config::{
+    DRAIN_TIMEOUT_MS, POLL_MS, PROTOCOL_VERSION, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS,
+    STOP_WAIT_MS,
+};
+use super::machine::{Exit, Metadata};
+use super::wire::{self, Line, Request};
+use super::{port, SOCKET_BASE};
+use crate::emit;
+use crate::events::{host, kind};
+use crate::seam::{self, TcpStream};
+
+/// The lock file under which daemons are launched and replaced.
+pub const START_LOCK: &str = "start";
+/// How long a client waits for the start lock: a holder drains, stops and launches at most.
+pub const LOCK_WAIT_MS: u64 = DRAIN_TIMEOUT_MS + STOP_WAIT_MS + READY_WAIT_MS + 3 * 1_000;
+
+/// The invocation acting: its CLI, its action number and its protocol version.
+pub struct Who<'a> {
+    pub cli: &'a Cli,
+    pub action: usize,
+    pub version: u64,
+    /// Numbers this invocation's control requests.
+    pub seq: Cell<u32>,
+}
+
+/// What a `status` probe saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub pid: u64,
+    /// 1 when the reply has no `protocolVersion`.
+    pub version: u64,
+    pub config: String,
+    /// Other requests in flight; `None` when the daemon does not say (protocol 1).
+    pub active: Option<u64>,
+}
+
+/// How a replacement ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Replaced {
+    /// A peer had already replaced it before the drain: use the peer's daemon.
+    Peer,
+    /// A peer swapped it during the drain: use the peer's daemon.
+    PeerMidDrain,
+    /// Stopped, relaunched, ready.
+    Replaced,
+    /// Still busy after the drain timeout: left alone, the invocation fails.
+    Refused(String),
+}
+
+impl Replaced {
+    fn name(&self) -> &'static str {
+        match self {
+            Replaced::Peer => "peer",
+            Replaced::PeerMidDrain => "peer_mid_drain",
+            Replaced::Replaced => "replaced",
+            Replaced::Refused(_) => "refused",
+        }
+    }
+}
+
+/// How a drain ended.
+enum Drain {
+    Idle,
+    /// The daemon stopped answering: nothing left to wait for.
+    Gone,
+    Peer,
+    Busy,
+}
+
+/// The live daemon's metadata: launched when there is none, replaced when it is stale (an older
+/// protocol than this client's, or another config). `Err` carries a final refusal.
+pub async fn ensure_daemon(who: &Who<'_>) -> Result<Metadata, String> {
+    let machine = &who.cli.machine;
+    match machine.metadata() {
+        None => launch(who).await.ok_or_else(|| "no daemon became ready".to_string()),
+        Some(m) if machine.alive(m.pid) && stale(who, m.protocol_version, &m.config_fingerprint) => {
+            replace(who, m.pid, "stale").await?;
+            machine
+                .metadata()
+                .ok_or_else(|| "no daemon after the replacement".to_string())
+        }
+        Some(m) => Ok(m),
+    }
+}
+
+fn stale(who: &Who<'_>, version: u64, config: &str) -> bool {
+    version < who.version || config != who.cli.machine.config()
+}
+
+/// Replace daemon `target` (stale, or broken by a transport failure) under the start lock.
+/// `Err` is a loud, final refusal: the daemon is left alone.
+pub async fn replace(who: &Who<'_>, target: u64, reason: &str) -> Result<(), String> {
+    let machine = &who.cli.machine;
+    let mut waited = 0;
+    while !machine.try_lock(START_LOCK) {
+        if waited >= LOCK_WAIT_MS {
+            return Err(format!("start lock still held after {LOCK_WAIT_MS} ms"));
+        }
+        seam::sleep_ms(POLL_MS).await;
+        waited += POLL_MS;
+    }
+    let outcome = guarded(who, target).await;
+    machine.unlock(START_LOCK);
+    let message = match &outcome {
+        Replaced::Refused(message) => message.clone(),
+        _ => String::new(),
+    };
+    emit!(
+        kind::CLI_REPLACE,
+        action = who.action,
+        pid = target,
+        reason,
+        outcome = outcome.name(),
+        message = %message
+    );
+    if message.is_empty() {
+        Ok(())
+    } else {
+        Err(message)
+    }
+}
+
+/// The guards, with the start lock held.
+async fn guarded(who: &Who<'_>, meant: u64) -> Replaced {
+    let bugs = who.cli.rules.bugs;
+    let mut target = meant;
+    let first = probe(who, meant).await;
+    if let Some(live) = first.as_ref().filter(|s| s.pid != meant) {
+        let fresh = !stale(who, live.version, &live.config);
+        if !bugs.pid_shortcut_needs_fresh_config || fresh {
+            return Replaced::Peer;
+        }
+        // The regression: a peer's daemon with old config is taken for the one to replace.
+        target = live.pid;
+    }
+    if let Some(first) = first.filter(|_| !bugs.stop_without_drain) {
+        match drain(who, target, first).await {
+            Drain::Idle | Drain::Gone => {}
+            Drain::Peer => return Replaced::PeerMidDrain,
+            Drain::Busy => {
+                return Replaced::Refused(format!(
+                    "daemon pid {target} still has requests in flight after {DRAIN_TIMEOUT_MS} \
+                     ms of draining; it was left running and not replaced"
+                ))
+            }
+        }
+    }
+    stop(who, meant, target).await;
+    wait_gone(who, target).await;
+    launch_locked(who).await;
+    Replaced::Replaced
+}
+
+/// Poll `status` every [`POLL_MS`] until the daemon has nothing else in flight.
+async fn drain(who: &Who<'_>, target: u64, first: Status) -> Drain {
+    let filtered = who.cli.rules.bugs.pid_filtered_drain_probe;
+    let mut status = Some(first);
+    let mut waited = 0;
+    loop {
+        match &status {
+            // The regression: the filtered probe sees no daemon with that pid and calls it idle.
+            None if filtered => return Drain::Idle,
+            None => return Drain::Gone,
+            Some(s) if s.pid != target => return Drain::Peer,
+            Some(s) if s.active == Some(0) => return Drain::Idle,
+            Some(_) => {}
+        }
+        if waited >= DRAIN_TIMEOUT_MS {
+            return Drain::Busy;
+        }
+        seam::sleep_ms(POLL_MS).await;
+        waited += POLL_MS;
+        status = probe(who, target).await;
+        if filtered {
+            status = status.filter(|s| s.pid == target);
+        }
+    }
+}
+
+/// `status` from the daemon the metadata names now, whatever its pid.
+async fn probe(who: &Who<'_>, target: u64) -> Option<Status> {
+    let metadata = who.cli.machine.metadata()?;
+    let reply = control(who, metadata.socket, "status", json!({})).await;
+    let status = reply.map(|r| Status {
+        pid: r.get("pid").and_then(Value::as_u64).unwrap_or(0),
+        version: r.get("protocolVersion").and_then(Value::as_u64).unwrap_or(1),
+        config: r
+            .get("configFingerprint")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        active: r.get("activeRequests").and_then(Value::as_u64),
+    });
+    let (pid, active) = status.as_ref().map_or((0, None), |s| (s.pid, s.active));
+    let active = active.map_or(String::new(), |a| a.to_string());
+    emit!(kind::CLI_PROBE, action = who.action, target, pid, active = %active);
+    status
+}
+
+/// `stop` addressed to `target` on its own socket (the regressed drain sends it unaddressed to
+/// whatever daemon the metadata names).
+async fn stop(who: &Who<'_>, meant: u64, target: u64) {
+    let (socket, addressed) = if who.cli.rules.bugs.pid_filtered_drain_probe {
+        let metadata = who.cli.machine.metadata();
+        (metadata.map(|m| m.socket), None)
+    } else {
+        (Some(port(SOCKET_BASE, target)), Some(target))
+    };
+    let Some(socket) = socket else { return };
+    let id = next_id(who, "stop");
+    emit!(
+        kind::CLI_STOP,
+        action = who.action,
+        id = %id,
+        target = meant,
+        addressed = addressed.unwrap_or(0)
+    );
+    let params = addressed.map_or_else(|| json!({}), |pid| json!({ "pid": pid }));
+    let _ = exchange(who, socket, &id, "stop", params).await;
+}
+
+/// Wait for `pid` to go, killing it if it will not.
+async fn wait_gone(who: &Who<'_>, pid: u64) {
+    let machine = &who.cli.machine;
+    let mut waited = 0;
+    while machine.alive(pid) && waited < STOP_WAIT_MS {
+        seam::sleep_ms(POLL_MS).await;
+        waited += POLL_MS;
+    }
+    if machine.alive(pid) {
+        machine.kill(pid, Exit::Kill);
+        while machine.alive(pid) {
+            seam::sleep_ms(POLL_MS).await;
+        }
+    }
+}
+
+/// Launch a daemon under the start lock, or wait for the one the lock's holder launches.
+pub async fn launch(who: &Who<'_>) -> Option<Metadata> {
+    let machine = &who.cli.machine;
+    if !machine.try_lock(START_LOCK) {
+        return ready(who, None).await;
+    }
+    // Another client may have launched one since the metadata was read.
+    let live = machine.metadata().filter(|m| machine.alive(m.pid));
+    let metadata = match live {
+        Some(metadata) => Some(metadata),
+        None => launch_locked(who).await,
+    };
+    machine.unlock(START_LOCK);
+    metadata
+}
+
+/// Launch a daemon of this client's version and the current config; the lock is held.
+async fn launch_locked(who: &Who<'_>) -> Option<Metadata> {
+    let machine = &who.cli.machine;
+    let config = machine.config();
+    let pid = machine.request_launch_of(who.version, config.clone());
+    emit!(kind::CLI_LAUNCH, action = who.action, pid, version = who.version, config = %config);
+    ready(who, Some(pid)).await
+}
+
+/// Wait until the metadata names `pid` (any daemon when `None`).
+async fn ready(who: &Who<'_>, pid: Option<u64>) -> Option<Metadata> {
+    let mut waited = 0;
+    loop {
+        let metadata = who
+            .cli
+            .machine
+            .metadata()
+            .filter(|m| pid.is_none_or(|pid| m.pid == pid));
+        if metadata.is_some() || waited >= READY_WAIT_MS {
+            return metadata;
+        }
+        seam::sleep_ms(POLL_MS).await;
+        waited += POLL_MS;
+    }
+}
+
+fn next_id(who: &Who<'_>, method: &str) -> String {
+    let seq = who.seq.get() + 1;
+    who.seq.set(seq);
+    format!("c{}.{seq}-{method}", who.action)
+}
+
+async fn control(who: &Who<'_>, socket: u16, method: &str, params: Value) -> Option<Value> {
+    let id = next_id(who, method);
+    exchange(who, socket, &id, method, params).await
+}
+
+/// One control request (`status`, `stop`) with the status budget and no frames.
+async fn exchange(
+    who: &Who<'_>,
+    socket: u16,
+    id: &str,
+    method: &str,
+    params: Value,
+) -> Option<Value> {
+    let request = Request {
+        id: id.to_string(),
+        method: method.to_string(),
+        params,
+        protocol_version: (who.version >= PROTOCOL_VERSION).then_some(who.version),
+        progress_interval_ms: None,
+    };
+    let exchange = async {
+        let mut stream = TcpStream::connect((host::DAEMON, socket)).await.ok()?;
+        let line = serde_json::to_string(&request).ok()?;
+        stream.write_all(format!("{line}\n").as_bytes()).await.ok()?;
+        let mut lines = BufReader::new(stream).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(Line::Response { outcome, .. }) = wire::parse_line(&line) {
+                return outcome.ok();
+            }
+        }
+        None
+    };
+    tokio::time::timeout(Duration::from_millis(STATUS_TIMEOUT_MIN_MS), exchange)
+        .await
+        .ok()
+        .flatten()
+}

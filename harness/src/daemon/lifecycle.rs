@@ -1,0 +1,256 @@
+//! The daemon lifecycle checkers (MODEL.md §2.4 "Replacing a daemon", §4.6 and §4.8): pure
+//! functions over the trace judging stops, replacements, the daemons left running and mixed
+//! protocol versions. They share [`Facts`] with the family's other checkers.
+
+use std::collections::BTreeMap;
+
+use bridge_under_test::daemon::config::{
+    DRAIN_TIMEOUT_MS, POLL_MS, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS, STOP_WAIT_MS,
+};
+use bridge_under_test::events::kind;
+use serde_json::Value;
+
+use super::checks::{action_of, Facts};
+use crate::trace::{TraceEvent, Violation};
+
+/// At most this many violations are reported per checker.
+const MAX_PER_CHECKER: usize = 3;
+
+/// The bounded margin past `drain_timeout_ms` within which a replacement ends: the stop and
+/// ready waits plus a few status budgets.
+pub const REPLACE_MARGIN_MS: u64 = STOP_WAIT_MS + READY_WAIT_MS + 4 * STATUS_TIMEOUT_MIN_MS;
+
+fn capped(mut found: Vec<Violation>) -> Vec<Violation> {
+    found.truncate(MAX_PER_CHECKER);
+    found
+}
+
+fn yes(event: &TraceEvent, name: &str) -> bool {
+    event.get(name) == Some(&Value::Bool(true))
+}
+
+/// Whether a disruptive fault (stall, crash, reset) was in effect around `at_ms`.
+fn disrupted_at(facts: &Facts<'_>, at_ms: u64) -> bool {
+    let from = at_ms.saturating_sub(facts.slack_ms);
+    facts
+        .disruptions
+        .iter()
+        .any(|(start, end)| *start <= at_ms && *end >= from)
+}
+
+/// The stops daemons accepted: (trace index, event).
+fn accepted_stops<'a>(facts: &'a Facts<'_>) -> impl Iterator<Item = (usize, &'a TraceEvent)> {
+    facts
+        .trace
+        .of_kind(kind::DAEMON_STOP)
+        .filter(|(_, e)| !yes(e, "refused"))
+}
+
+/// No `stop` reaches a daemon that has other requests in flight.
+pub fn no_stop_while_busy(facts: &Facts<'_>) -> Vec<Violation> {
+    let found = accepted_stops(facts)
+        .filter(|(_, e)| e.num("active") > 0 && !disrupted_at(facts, e.at_ms))
+        .map(|(index, e)| {
+            let detail = format!(
+                "stop {} reached pid {} with {} other requests in flight",
+                e.text("id"),
+                e.num("pid"),
+                e.num("active")
+            );
+            facts.violation("no_stop_while_busy", index, detail)
+        })
+        .collect();
+    capped(found)
+}
+
+/// No `stop` reaches a daemon other than the one its sender meant to replace.
+pub fn stop_reaches_its_target(facts: &Facts<'_>) -> Vec<Violation> {
+    let meant: BTreeMap<String, u64> = facts
+        .trace
+        .of_kind(kind::CLI_STOP)
+        .map(|(_, e)| (e.text("id"), e.num("target")))
+        .collect();
+    let found = accepted_stops(facts)
+        .filter_map(|(index, e)| {
+            let target = *meant.get(&e.text("id"))?;
+            (target != e.num("pid")).then(|| {
+                let detail = format!(
+                    "stop {} meant for pid {target} stopped pid {}",
+                    e.text("id"),
+                    e.num("pid")
+                );
+                facts.violation("stop_reaches_its_target", index, detail)
+            })
+        })
+        .collect();
+    capped(found)
+}
+
+/// No request is killed by another client's replacement (and so none is replayed because of
+/// it): every request a stopped daemon had in flight was answered before it went.
+pub fn no_request_killed_by_replacement(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut open: BTreeMap<(u64, String), usize> = BTreeMap::new();
+    let mut stopper: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.events.iter().enumerate() {
+        let (pid, id) = (event.num("pid"), event.text("id"));
+        match event.kind.as_str() {
+            kind::DAEMON_REQUEST if id.starts_with('a') => {
+                open.insert((pid, id), index);
+            }
+            kind::DAEMON_REPLY => {
+                open.remove(&(pid, id));
+            }
+            kind::DAEMON_STOP if !yes(event, "refused") => {
+                let sender = id.strip_prefix('c').and_then(action_of_control);
+                stopper.insert(pid, sender.unwrap_or(0));
+            }
+            kind::DAEMON_EXIT if event.text("reason") == "stop" => {
+                let sender = stopper.get(&pid).copied().unwrap_or(0);
+                let killed: Vec<String> = open
+                    .keys()
+                    .filter(|(p, _)| *p == pid)
+                    .map(|(_, id)| id.clone())
+                    .filter(|id| action_of(id).is_some_and(|a| a != sender))
+                    .filter(|id| !action_of(id).is_some_and(|a| facts.disrupted(a)))
+                    .collect();
+                for id in killed {
+                    let detail = format!(
+                        "request {id} was in flight on pid {pid} when action {sender}'s \
+                         replacement stopped it"
+                    );
+                    found.push(facts.violation("no_request_killed_by_replacement", index, detail));
+                }
+                open.retain(|(p, _), _| *p != pid);
+            }
+            _ => {}
+        }
+    }
+    capped(found)
+}
+
+/// The action of a control request id `c<action>.<n>-<method>` (without the `c`).
+fn action_of_control(rest: &str) -> Option<u64> {
+    rest.split('.').next()?.parse().ok()
+}
+
+/// At most one live daemon per config once launches settle: at the end of the run no config
+/// has two daemons that have both been up past the superseded daemon's exit poll, and the
+/// metadata (last written by the newest daemon) names a daemon that has not been stopped.
+pub fn one_daemon_per_config(facts: &Facts<'_>) -> Vec<Violation> {
+    let end_ms = facts.trace.events.last().map_or(0, |e| e.at_ms);
+    let settle_ms = POLL_MS + facts.slack_ms;
+    let mut live: BTreeMap<u64, (String, u64, usize)> = BTreeMap::new();
+    let mut last_active: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut newest: Option<(u64, usize)> = None;
+    let mut stopped_newest = None;
+    for (index, event) in facts.trace.events.iter().enumerate() {
+        let pid = event.num("pid");
+        match event.kind.as_str() {
+            kind::DAEMON_START => {
+                live.insert(pid, (event.text("config"), event.at_ms, index));
+                newest = Some((pid, index));
+                stopped_newest = None;
+            }
+            kind::DAEMON_REQUEST | kind::DAEMON_REPLY => {
+                last_active.insert(pid, event.at_ms);
+            }
+            kind::DAEMON_EXIT => {
+                live.remove(&pid);
+                let stop = event.text("reason") == "stop";
+                if newest.is_some_and(|(n, _)| n == pid) && stop && !live.is_empty() {
+                    stopped_newest = Some((pid, index));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    let mut by_config: BTreeMap<&str, Vec<(u64, u64, usize)>> = BTreeMap::new();
+    for (pid, (config, started, index)) in &live {
+        let since = (*started).max(last_active.get(pid).copied().unwrap_or(0));
+        by_config
+            .entry(config)
+            .or_default()
+            .push((*pid, since, *index));
+    }
+    for (config, daemons) in by_config {
+        let settled = daemons.iter().all(|(_, since, _)| since + settle_ms <= end_ms);
+        if daemons.len() > 1 && settled && !disrupted_at(facts, end_ms) {
+            let pids: Vec<String> = daemons.iter().map(|(pid, _, _)| pid.to_string()).collect();
+            let detail = format!("pids {} all still run config {config}", pids.join(", "));
+            found.push(facts.violation("one_daemon_per_config", daemons[1].2, detail));
+        }
+    }
+    if let Some((pid, index)) = stopped_newest.filter(|_| !live.is_empty()) {
+        let detail = format!("the metadata's daemon pid {pid} was stopped while another ran on");
+        found.push(facts.violation("one_daemon_per_config", index, detail));
+    }
+    capped(found)
+}
+
+/// Mixed versions keep working: a protocol-1 client never gets a reply it cannot parse.
+pub fn mixed_versions_work(facts: &Facts<'_>) -> Vec<Violation> {
+    let v1: BTreeMap<String, ()> = facts
+        .trace
+        .of_kind(kind::CLI_SEND)
+        .filter(|(_, e)| !e.text("msg").contains("\"protocolVersion\""))
+        .map(|(_, e)| (e.text("id"), ()))
+        .collect();
+    let found = facts
+        .trace
+        .of_kind(kind::CLI_FAIL)
+        .filter(|(_, e)| e.text("reason") == "unparseable" && v1.contains_key(&e.text("id")))
+        .map(|(index, e)| {
+            let detail = format!("protocol-1 request {} got a reply it cannot parse", e.text("id"));
+            facts.violation("mixed_versions_work", index, detail)
+        })
+        .collect();
+    capped(found)
+}
+
+/// A replacement ends: against an idle daemon it completes; against a busy one it completes
+/// after the drain, or refuses loudly (with a message) only after `drain_timeout_ms` of busy
+/// polls, within `drain_timeout_ms` plus a bounded margin from its first probe.
+pub fn replacement_ends(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut first_probe: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.events.iter().enumerate() {
+        let action = event.num("action");
+        match event.kind.as_str() {
+            kind::CLI_PROBE => {
+                first_probe.entry(action).or_insert(event.at_ms);
+            }
+            kind::CLI_REPLACE => {
+                let from = first_probe.remove(&action).unwrap_or(event.at_ms);
+                let took = event.at_ms - from.min(event.at_ms);
+                let refused = event.text("outcome") == "refused";
+                let problem = if took > DRAIN_TIMEOUT_MS + REPLACE_MARGIN_MS {
+                    Some(format!("took {took} ms"))
+                } else if refused && event.text("message").is_empty() {
+                    Some("refused without a message".to_string())
+                } else if refused && took + POLL_MS < DRAIN_TIMEOUT_MS {
+                    Some(format!("refused after only {took} ms of draining"))
+                } else {
+                    None
+                };
+                if let Some(problem) = problem {
+                    let detail = format!(
+                        "action {action}'s replacement of pid {} {problem}",
+                        event.num("pid")
+                    );
+                    found.push(facts.violation("replacement_ends", index, detail));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (action, from) in first_probe {
+        if from + DRAIN_TIMEOUT_MS + REPLACE_MARGIN_MS <= facts.horizon_ms {
+            let detail = format!("action {action}'s replacement begun at {from} ms never ended");
+            let index = facts.trace.events.len().saturating_sub(1);
+            found.push(facts.violation("replacement_ends", index, detail));
+        }
+    }
+    capped(found)
+}

@@ -1,0 +1,150 @@
+//! proptest strategies for daemon lifecycle scenarios: 2–4 concurrent clients (lanes) of mixed
+//! protocol versions sharing one daemon, with config edits, peer `daemon start`s and now and
+//! then a crash at drawn times. Swarm style: each case first draws which lifecycle operations
+//! are on. Times cluster around the invocations so that the races the replacement rules guard
+//! against (an upgrade while another client is mid-request, a peer swapping the daemon before or
+//! during a drain) happen often rather than by luck; [`super::interleavings`] counts them.
+
+use bridge_under_test::daemon::client::{Invocation, Method};
+use bridge_under_test::daemon::config::PROTOCOL_VERSION;
+use bridge_under_test::daemon::{DaemonBugs, Timing};
+use proptest::prelude::*;
+
+use super::faults::DaemonFault;
+use super::DaemonScenario;
+
+/// Compressed timing: OAuth waits of seconds, so slow approvals keep a request in flight.
+fn timing() -> impl Strategy<Value = Timing> {
+    (1_500u64..=4_000, 1_000u64..=3_000).prop_map(|(oauth, idle)| Timing {
+        oauth_timeout_ms: oauth,
+        sdk_request_timeout_ms: oauth / 2,
+        daemon_timeout_ms: idle,
+    })
+}
+
+fn method() -> impl Strategy<Value = Method> {
+    prop_oneof![
+        4 => (200u64..=2_500).prop_map(|work_ms| Method::CallTool { work_ms }),
+        3 => Just(Method::ListTools),
+        1 => Just(Method::ListResources),
+        1 => Just(Method::ReadResource),
+    ]
+}
+
+/// One invocation at an offset (relative to the cluster it belongs to) of a drawn version.
+fn invocation() -> impl Strategy<Value = (u64, Method, u64)> {
+    let version = prop_oneof![1 => Just(1u64), 3 => Just(PROTOCOL_VERSION)];
+    (0u64..=400, method(), version)
+}
+
+/// 2–4 lanes of 1–2 invocations each. Lane 0's first invocation opens at 0 with the current
+/// version (it launches the shared daemon); the others cluster after `gap_ms`.
+fn workload() -> impl Strategy<Value = Vec<Invocation>> {
+    let lane = prop::collection::vec(invocation(), 1..=2);
+    (prop::collection::vec(lane, 2..=4), 100u64..=1_200).prop_map(|(lanes, gap_ms)| {
+        let mut invocations = Vec::new();
+        for (client, lane) in lanes.into_iter().enumerate() {
+            let mut at_ms = if client == 0 { 0 } else { gap_ms };
+            for (n, (offset, method, version)) in lane.into_iter().enumerate() {
+                let first = client == 0 && n == 0;
+                at_ms += if first { 0 } else { offset };
+                invocations.push(Invocation {
+                    at_ms,
+                    method,
+                    timeout_ms: None,
+                    client: u32::try_from(client).unwrap_or(0),
+                    version: if first { PROTOCOL_VERSION } else { version },
+                });
+                at_ms += 600;
+            }
+        }
+        invocations.sort_by_key(|i| i.at_ms);
+        invocations
+    })
+}
+
+/// A lifecycle operation near the clustered invocations.
+fn operation(kind: &'static str, span_ms: u64) -> BoxedStrategy<DaemonFault> {
+    let at = 0..=span_ms;
+    match kind {
+        "config_edit" => at
+            .prop_map(|at_ms| DaemonFault::ConfigEdit { at_ms })
+            .boxed(),
+        "peer_start" => {
+            let version = prop_oneof![1 => Just(1u64), 4 => Just(PROTOCOL_VERSION)];
+            (at, version, any::<bool>())
+                .prop_map(|(at_ms, version, old_config)| DaemonFault::PeerStart {
+                    at_ms,
+                    version,
+                    old_config,
+                })
+                .boxed()
+        }
+        "daemon_crash" => at
+            .prop_map(|at_ms| DaemonFault::DaemonCrash { at_ms })
+            .boxed(),
+        _ => (200u64..=1_500)
+            .prop_map(|delay_ms| DaemonFault::ApprovalDelay { delay_ms })
+            .boxed(),
+    }
+}
+
+/// Which operations are on: config edits and peer starts usually, crashes and slow approvals
+/// now and then.
+fn profile() -> impl Strategy<Value = Vec<&'static str>> {
+    (
+        prop::bool::weighted(0.8),
+        prop::bool::weighted(0.7),
+        prop::bool::weighted(0.15),
+        prop::bool::weighted(0.4),
+    )
+        .prop_map(|(edit, peer, crash, approval)| {
+            let kinds = [
+                ("config_edit", edit),
+                ("peer_start", peer),
+                ("daemon_crash", crash),
+                ("approval_delay", approval),
+            ];
+            kinds
+                .into_iter()
+                .filter(|(_, on)| *on)
+                .map(|(kind, _)| kind)
+                .collect()
+        })
+}
+
+/// A whole lifecycle scenario with the given bug switches.
+pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
+    (profile(), timing(), workload(), 1u32..=3, 10u64..=200)
+        .prop_flat_map(|(kinds, timing, invocations, pages, approval_ms)| {
+            let span_ms = invocations.last().map_or(0, |i| i.at_ms) + 1_500;
+            let choices: Vec<BoxedStrategy<DaemonFault>> =
+                kinds.iter().map(|kind| operation(kind, span_ms)).collect();
+            let faults = if choices.is_empty() {
+                Just(Vec::new()).boxed()
+            } else {
+                prop::collection::vec(prop::strategy::Union::new(choices), 1..=4).boxed()
+            };
+            let mut profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
+            profile.insert(0, "lifecycle".to_string());
+            (
+                Just(timing),
+                Just(invocations),
+                Just(pages),
+                Just(approval_ms),
+                faults,
+                Just(profile),
+            )
+        })
+        .prop_map(
+            move |(timing, invocations, pages, approval_ms, faults, profile)| DaemonScenario {
+                bugs,
+                timing,
+                pages,
+                approval_ms,
+                invocations,
+                faults,
+                profile,
+            },
+        )
+}
