@@ -62,7 +62,8 @@ fn send(
     method: &str,
     timeout_ms: Option<u64>,
 ) -> TraceEvent {
-    let mut msg = json!({"id": format!("a{action}.{attempt}"), "method": method, "params": {}});
+    let id = format!("a{action}.{attempt}");
+    let mut msg = json!({"id": id, "method": method, "params": {}, "protocolVersion": 2});
     if let Some(timeout_ms) = timeout_ms {
         msg["params"]["timeoutMs"] = json!(timeout_ms);
     }
@@ -319,6 +320,7 @@ fn no_needless_launch_flags_replacing_a_healthy_daemon() {
         action(0, 1),
         launch(10, 1),
         exit(600, 1, "stop"),
+        cli_launch(650, 1, 2),
         launch(700, 2),
         done(1_000, 1),
     ];
@@ -423,4 +425,215 @@ fn schema_valid_flags_a_listing_result_without_tools() {
     );
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].event_index, 2);
+}
+
+// The lifecycle checkers (`lifecycle.rs`).
+
+use super::super::lifecycle::{
+    mixed_versions_work, no_request_killed_by_replacement, no_stop_while_busy,
+    one_daemon_per_config, replacement_ends, stop_reaches_its_target,
+};
+
+fn cli_launch(at_ms: u64, action: u64, pid: u64) -> TraceEvent {
+    let fields = [("action", json!(action)), ("pid", json!(pid))];
+    ev(at_ms, host::CLI, kind::CLI_LAUNCH, &fields)
+}
+
+/// Daemon `pid` handles stop `id` with `active` other requests in flight.
+fn daemon_stop(at_ms: u64, pid: u64, id: &str, active: u64, refused: bool) -> TraceEvent {
+    let fields = [
+        ("pid", json!(pid)),
+        ("id", json!(id)),
+        ("active", json!(active)),
+        ("refused", json!(refused)),
+    ];
+    ev(at_ms, host::DAEMON, kind::DAEMON_STOP, &fields)
+}
+
+fn cli_stop(at_ms: u64, action: u64, id: &str, target: u64) -> TraceEvent {
+    let fields = [
+        ("action", json!(action)),
+        ("id", json!(id)),
+        ("target", json!(target)),
+    ];
+    ev(at_ms, host::CLI, kind::CLI_STOP, &fields)
+}
+
+fn request(at_ms: u64, pid: u64, id: &str) -> TraceEvent {
+    let fields = [("pid", json!(pid)), ("id", json!(id))];
+    ev(at_ms, host::DAEMON, kind::DAEMON_REQUEST, &fields)
+}
+
+fn daemon_reply(at_ms: u64, pid: u64, id: &str) -> TraceEvent {
+    let fields = [("pid", json!(pid)), ("id", json!(id)), ("ok", json!(true))];
+    ev(at_ms, host::DAEMON, kind::DAEMON_REPLY, &fields)
+}
+
+fn start(at_ms: u64, pid: u64, config: &str) -> TraceEvent {
+    let fields = [("pid", json!(pid)), ("config", json!(config))];
+    ev(at_ms, host::DAEMON, kind::DAEMON_START, &fields)
+}
+
+fn probe(at_ms: u64, action: u64, target: u64, active: &str) -> TraceEvent {
+    let fields = [
+        ("action", json!(action)),
+        ("target", json!(target)),
+        ("pid", json!(target)),
+        ("active", json!(active)),
+    ];
+    ev(at_ms, host::CLI, kind::CLI_PROBE, &fields)
+}
+
+fn replace(at_ms: u64, action: u64, outcome: &str, message: &str) -> TraceEvent {
+    let fields = [
+        ("action", json!(action)),
+        ("pid", json!(1)),
+        ("outcome", json!(outcome)),
+        ("message", json!(message)),
+    ];
+    ev(at_ms, host::CLI, kind::CLI_REPLACE, &fields)
+}
+
+#[test]
+fn no_stop_while_busy_passes_an_idle_stop_and_a_refused_one() {
+    let events = vec![
+        daemon_stop(100, 1, "c2.3-stop", 0, false),
+        daemon_stop(200, 2, "c3.1-stop", 2, true),
+    ];
+    assert_eq!(run(no_stop_while_busy, events), vec![]);
+}
+
+#[test]
+fn no_stop_while_busy_flags_a_stop_with_work_in_flight() {
+    let found = run(
+        no_stop_while_busy,
+        vec![daemon_stop(100, 1, "c2.1-stop", 1, false)],
+    );
+    assert_eq!(found.len(), 1);
+    assert!(found[0].detail.contains("1 other"), "{}", found[0].detail);
+}
+
+#[test]
+fn stop_reaches_its_target_passes_a_stop_to_the_daemon_meant() {
+    let events = vec![
+        cli_stop(90, 2, "c2.3-stop", 1),
+        daemon_stop(100, 1, "c2.3-stop", 0, false),
+        cli_stop(190, 3, "c3.1-stop", 1),
+        daemon_stop(200, 2, "c3.1-stop", 0, true),
+    ];
+    assert_eq!(run(stop_reaches_its_target, events), vec![]);
+}
+
+#[test]
+fn stop_reaches_its_target_flags_a_stop_that_hit_the_peers_daemon() {
+    let events = vec![
+        cli_stop(90, 2, "c2.3-stop", 1),
+        daemon_stop(100, 2, "c2.3-stop", 0, false),
+    ];
+    let found = run(stop_reaches_its_target, events);
+    assert_eq!(found.len(), 1);
+    assert!(found[0].detail.contains("meant for pid 1 stopped pid 2"));
+}
+
+#[test]
+fn no_request_killed_by_replacement_passes_a_drained_stop() {
+    let events = vec![
+        request(100, 1, "a1.1"),
+        daemon_reply(500, 1, "a1.1"),
+        daemon_stop(600, 1, "c2.3-stop", 0, false),
+        exit(610, 1, "stop"),
+    ];
+    assert_eq!(run(no_request_killed_by_replacement, events), vec![]);
+}
+
+#[test]
+fn no_request_killed_by_replacement_flags_a_call_cut_by_another_clients_stop() {
+    let events = vec![
+        action(0, 1),
+        request(100, 1, "a1.1"),
+        daemon_stop(200, 1, "c2.1-stop", 1, false),
+        exit(210, 1, "stop"),
+    ];
+    let found = run(no_request_killed_by_replacement, events);
+    assert_eq!(found.len(), 1);
+    assert!(found[0].detail.contains("a1.1"), "{}", found[0].detail);
+}
+
+#[test]
+fn one_daemon_per_config_passes_a_superseded_daemon_that_went() {
+    let events = vec![
+        start(10, 1, "config-1"),
+        start(500, 2, "config-1"),
+        exit(600, 1, "superseded"),
+        daemon_reply(5_000, 2, "a2.1"),
+    ];
+    assert_eq!(run(one_daemon_per_config, events), vec![]);
+}
+
+#[test]
+fn one_daemon_per_config_flags_two_daemons_left_running() {
+    let events = vec![
+        start(10, 1, "config-1"),
+        start(500, 2, "config-1"),
+        daemon_reply(5_000, 2, "a2.1"),
+        done(6_000, 2),
+    ];
+    let found = run(one_daemon_per_config, events);
+    assert_eq!(found.len(), 1);
+    assert!(found[0].detail.contains("pids 1, 2"), "{}", found[0].detail);
+}
+
+#[test]
+fn mixed_versions_work_passes_a_v1_reply_and_a_v2_frame_failure() {
+    let v1 = json!({"id": "a1.1", "method": "callTool", "params": {}});
+    let v2 = json!({"id": "a2.1", "method": "callTool", "params": {}, "protocolVersion": 2});
+    let sent = |at_ms, id: &str, msg: &Value| {
+        let fields = [("id", json!(id)), ("msg", json!(msg.to_string()))];
+        ev(at_ms, host::CLI, kind::CLI_SEND, &fields)
+    };
+    let events = vec![
+        sent(10, "a1.1", &v1),
+        reply(500, "a1.1", ""),
+        sent(600, "a2.1", &v2),
+        fail(700, "a2.1", "unparseable"),
+    ];
+    assert_eq!(run(mixed_versions_work, events), vec![]);
+}
+
+#[test]
+fn mixed_versions_work_flags_a_v1_client_that_cannot_parse_its_reply() {
+    let v1 = json!({"id": "a1.1", "method": "callTool", "params": {}});
+    let fields = [("id", json!("a1.1")), ("msg", json!(v1.to_string()))];
+    let events = vec![
+        ev(10, host::CLI, kind::CLI_SEND, &fields),
+        fail(20, "a1.1", "unparseable"),
+    ];
+    let found = run(mixed_versions_work, events);
+    assert_eq!(found.len(), 1);
+}
+
+#[test]
+fn replacement_ends_passes_a_drain_and_a_loud_refusal_after_the_timeout() {
+    let events = vec![
+        probe(100, 2, 1, "1"),
+        probe(200, 2, 1, "0"),
+        replace(1_000, 2, "replaced", ""),
+        probe(2_000, 3, 1, "1"),
+        replace(62_100, 3, "refused", "still has requests in flight"),
+    ];
+    assert_eq!(run(replacement_ends, events), vec![]);
+}
+
+#[test]
+fn replacement_ends_flags_a_silent_or_early_refusal() {
+    let events = vec![
+        probe(100, 2, 1, "1"),
+        replace(62_000, 2, "refused", ""),
+        probe(63_000, 3, 1, "0"),
+        replace(63_100, 3, "refused", "busy"),
+    ];
+    let found = run(replacement_ends, events);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].detail.contains("without a message"));
+    assert!(found[1].detail.contains("after only"));
 }

@@ -4,6 +4,7 @@
 mod channel;
 mod committed;
 mod daemon;
+mod daemon_lifecycle;
 mod determinism;
 mod generated;
 mod regressions;

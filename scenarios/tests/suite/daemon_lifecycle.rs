@@ -1,0 +1,251 @@
+//! The daemon lifecycle (MODEL.md §2.4 "Replacing a daemon"): scripted upgrades, drains and peer
+//! swaps (each with a trace snapshot, assertions on the effect, and a failure with its bug on),
+//! generated runs with every switch off, each lifecycle switch found within 512 cases, and how
+//! often the generator produces each interleaving.
+
+use bridge_under_test::daemon::config::DRAIN_TIMEOUT_MS;
+use bridge_under_test::events::kind;
+use harness::daemon::interleavings::Tally;
+use harness::daemon::lifecycle::REPLACE_MARGIN_MS;
+use harness::hunt::{hunt, HuntConfig, Quiet};
+use harness::runner::run;
+use harness::scenario::{Family, Scenario};
+use harness::trace::{Outcome, TraceEvent};
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use scenarios::daemon_lifecycle as lifecycle;
+
+fn snapshot(name: &str, outcome: &Outcome) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("../../../snapshots");
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(|| insta::assert_snapshot!(name, scenarios::snapshot(&outcome.trace)));
+}
+
+/// The events of `kind` that action `action` recorded.
+fn of_action<'a>(outcome: &'a Outcome, kind: &'a str, action: u64) -> Vec<&'a TraceEvent> {
+    outcome
+        .trace
+        .of_kind(kind)
+        .map(|(_, e)| e)
+        .filter(|e| e.num("action") == action)
+        .collect()
+}
+
+fn count(outcome: &Outcome, kind: &str) -> usize {
+    outcome.trace.of_kind(kind).count()
+}
+
+/// Action `action`'s `cli.done` outcome.
+fn done(outcome: &Outcome, action: u64) -> String {
+    let done = of_action(outcome, kind::CLI_DONE, action);
+    assert_eq!(done.len(), 1, "action {action} ended once");
+    done[0].text("outcome")
+}
+
+/// The single replacement decision of `action`.
+fn replace_of(outcome: &Outcome, action: u64) -> &TraceEvent {
+    let replaced = of_action(outcome, kind::CLI_REPLACE, action);
+    assert_eq!(replaced.len(), 1, "action {action} decided once");
+    replaced[0]
+}
+
+fn assert_broken(scenario: Scenario, bug: &str, invariant: &str) {
+    let outcome = run(&scenarios::with_bugs(scenario, &[bug]));
+    let found: Vec<&str> = outcome
+        .violations
+        .iter()
+        .map(|v| v.invariant.as_str())
+        .collect();
+    assert!(
+        found.contains(&invariant),
+        "{bug}: expected {invariant}, found {found:?}"
+    );
+}
+
+// Goal: a busy shared daemon is drained before it is stopped. Method: A's 1 500 ms call is in
+// flight when a config edit makes the daemon stale and B needs it; B polls status until A's
+// call is answered, then stops the daemon (addressed to its pid) and launches one.
+#[test]
+fn busy_daemon_drains_before_stop() {
+    let outcome = run(&lifecycle::busy_daemon_drains());
+    assert_eq!(outcome.violations, vec![]);
+    let stops = of_action(&outcome, kind::CLI_STOP, 2);
+    assert_eq!(stops.len(), 1, "one stop");
+    let polls_before = of_action(&outcome, kind::CLI_PROBE, 2)
+        .iter()
+        .filter(|p| p.at_ms <= stops[0].at_ms)
+        .count();
+    assert!(polls_before >= 2, "{polls_before} status polls before the stop");
+    assert_eq!(of_action(&outcome, kind::CLI_LAUNCH, 2).len(), 1, "one launch");
+    assert_eq!(stops[0].num("addressed"), 1);
+    assert_eq!((done(&outcome, 1), done(&outcome, 2)), ("ok".into(), "ok".into()));
+    assert_eq!(replace_of(&outcome, 2).text("outcome"), "replaced");
+    snapshot("daemon_busy_daemon_drains", &outcome);
+    assert_broken(
+        lifecycle::busy_daemon_drains(),
+        "stop_without_drain",
+        "no_stop_while_busy",
+    );
+    assert_broken(
+        lifecycle::busy_daemon_drains(),
+        "stop_without_drain",
+        "no_request_killed_by_replacement",
+    );
+}
+
+// Goal: a daemon a peer already replaced is left alone. Method: C waits for the start lock
+// while B drains; a peer swaps the daemon; when C gets the lock its first probe finds the
+// peer's daemon (with the old config): C neither stops nor launches, and is served.
+#[test]
+fn peer_replaced_before_drain_is_left_alone() {
+    let outcome = run(&lifecycle::peer_replaced_before_drain());
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(replace_of(&outcome, 3).text("outcome"), "peer");
+    let first = of_action(&outcome, kind::CLI_PROBE, 3);
+    assert_eq!((first[0].num("target"), first[0].num("pid")), (1, 2));
+    assert_eq!(count(&outcome, kind::CLI_STOP), 0, "no stop");
+    assert_eq!(count(&outcome, kind::CLI_LAUNCH), 1, "only the first launch");
+    assert_eq!(done(&outcome, 3), "ok");
+    snapshot("daemon_peer_replaced_before_drain", &outcome);
+    assert_broken(
+        lifecycle::peer_replaced_before_drain(),
+        "pid_shortcut_needs_fresh_config",
+        "stop_reaches_its_target",
+    );
+}
+
+// Goal: a peer swapping the daemon during a drain is noticed. Method: a peer's `daemon start`
+// lands while B polls A's busy daemon; B's next poll sees another pid and uses it.
+#[test]
+fn peer_swap_mid_drain_is_left_alone() {
+    let outcome = run(&lifecycle::peer_swaps_mid_drain());
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(replace_of(&outcome, 2).text("outcome"), "peer_mid_drain");
+    assert_eq!(count(&outcome, kind::CLI_STOP), 0, "no stop");
+    assert_eq!(count(&outcome, kind::CLI_LAUNCH), 1, "only the first launch");
+    assert_eq!((done(&outcome, 1), done(&outcome, 2)), ("ok".into(), "ok".into()));
+    snapshot("daemon_peer_swaps_mid_drain", &outcome);
+    assert_broken(
+        lifecycle::peer_swaps_mid_drain(),
+        "pid_filtered_drain_probe",
+        "stop_reaches_its_target",
+    );
+}
+
+// Goal: a daemon that never drains is left running and the client fails loudly. Method: A's
+// call runs 90 s; B polls for the whole 60 s drain timeout, then refuses with a message.
+#[test]
+fn never_draining_daemon_is_left_running() {
+    let outcome = run(&lifecycle::never_draining_daemon());
+    assert_eq!(outcome.violations, vec![]);
+    let replaced = replace_of(&outcome, 2);
+    assert_eq!(replaced.text("outcome"), "refused");
+    assert!(
+        replaced.text("message").contains("still has requests in flight"),
+        "{}",
+        replaced.text("message")
+    );
+    let first = of_action(&outcome, kind::CLI_PROBE, 2)[0].at_ms;
+    let took = replaced.at_ms - first;
+    assert!(
+        (DRAIN_TIMEOUT_MS..=DRAIN_TIMEOUT_MS + REPLACE_MARGIN_MS).contains(&took),
+        "refused after {took} ms"
+    );
+    assert_eq!(count(&outcome, kind::CLI_STOP), 0, "no stop");
+    assert_eq!((done(&outcome, 1), done(&outcome, 2)), ("ok".into(), "daemon_busy".into()));
+    snapshot("daemon_never_draining_daemon", &outcome);
+    assert_broken(
+        lifecycle::never_draining_daemon(),
+        "stop_without_drain",
+        "no_request_killed_by_replacement",
+    );
+}
+
+// Goal: a protocol-1 client keeps working against a protocol-2 daemon. Method: it asks for no
+// frames and must get a single reply it can parse.
+#[test]
+fn v1_client_gets_a_plain_reply() {
+    let outcome = run(&lifecycle::v1_client_on_v2_daemon());
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(done(&outcome, 2), "ok");
+    assert_eq!(count(&outcome, kind::CLI_REPLACE), 0, "no replacement");
+    snapshot("daemon_v1_client_on_v2_daemon", &outcome);
+    assert_broken(
+        lifecycle::v1_client_on_v2_daemon(),
+        "frames_to_v1_clients",
+        "mixed_versions_work",
+    );
+}
+
+fn hunt_config(bugs: Vec<String>, cases: u64, base_seed: u64) -> HuntConfig {
+    let mut config = HuntConfig::new(Family::Daemon, &bugs, cases, base_seed);
+    config.shrink_budget = 0;
+    config
+}
+
+#[test]
+fn generated_runs_with_every_lifecycle_switch_off_find_nothing() {
+    let cases = crate::cases(96);
+    let report = hunt(&hunt_config(Vec::new(), cases, 0xC1EA_0004), &mut Quiet).unwrap();
+    assert_eq!(report.cases, cases);
+    if let Some(finding) = report.findings.first() {
+        panic!(
+            "false alarm with every switch off: {:?}\ntoken: {}\n{}",
+            finding.original.violations,
+            finding.token,
+            finding.shrunk.scenario.to_json()
+        );
+    }
+}
+
+const LIFECYCLE_SWITCHES: &[&str] = &[
+    "stop_without_drain",
+    "pid_filtered_drain_probe",
+    "pid_shortcut_needs_fresh_config",
+    "frames_to_v1_clients",
+];
+
+#[test]
+fn every_lifecycle_switch_is_found_within_512_cases() {
+    let mut missed = Vec::new();
+    for bug in LIFECYCLE_SWITCHES {
+        let config = hunt_config(vec![bug.to_string()], 512, 0x0BAD_0004);
+        let report = hunt(&config, &mut Quiet).unwrap();
+        match report.findings.first() {
+            Some(finding) => println!("{bug}: found after {} cases", finding.index + 1),
+            None => missed.push(*bug),
+        }
+    }
+    assert_eq!(missed, Vec::<&str>::new(), "switches not found within 512 cases");
+}
+
+// Goal: the generator produces the races on purpose, not by luck. Method: generate lifecycle
+// scenarios from a fixed seed, run them with every switch off, and count in each trace a
+// mid-request upgrade, a swap before the drain and a swap mid-drain (`PROPTEST_CASES=1000` for
+// the per-1 000 figures).
+#[test]
+fn generator_produces_each_interleaving() {
+    let scenarios = crate::cases(200);
+    let strategy = harness::daemon::lifecycle_strategy::scenario(Default::default());
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &[4u8; 32]),
+    );
+    let mut tally = Tally::default();
+    for seed in 0..scenarios {
+        let daemon = strategy.new_tree(&mut runner).unwrap().current();
+        let outcome = run(&harness::daemon::scenario(seed, daemon, false));
+        tally.add(&outcome.trace);
+    }
+    println!(
+        "per 1 000 of {} scenarios: mid-request upgrade {}, swap before drain {}, swap mid-drain {}",
+        tally.scenarios,
+        tally.per_mille(tally.mid_request_upgrade),
+        tally.per_mille(tally.swap_before_drain),
+        tally.per_mille(tally.swap_mid_drain)
+    );
+    assert!(tally.mid_request_upgrade > 0, "{tally:?}");
+    assert!(tally.swap_before_drain > 0, "{tally:?}");
+    assert!(tally.swap_mid_drain > 0, "{tally:?}");
+}
