@@ -13,8 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::client::Cli;
 use super::config::{
-    DRAIN_TIMEOUT_MS, POLL_MS, PROTOCOL_VERSION, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS,
-    STOP_WAIT_MS,
+    DRAIN_TIMEOUT_MS, POLL_MS, PROTOCOL_VERSION, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS, STOP_WAIT_MS,
 };
 use super::machine::{Exit, Metadata};
 use super::wire::{self, Line, Request};
@@ -50,24 +49,24 @@ pub struct Status {
 
 /// How a replacement ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Replaced {
+enum Decision {
     /// A peer had already replaced it before the drain: use the peer's daemon.
     Peer,
     /// A peer swapped it during the drain: use the peer's daemon.
     PeerMidDrain,
     /// Stopped, relaunched, ready.
-    Replaced,
+    Done,
     /// Still busy after the drain timeout: left alone, the invocation fails.
     Refused(String),
 }
 
-impl Replaced {
+impl Decision {
     fn name(&self) -> &'static str {
         match self {
-            Replaced::Peer => "peer",
-            Replaced::PeerMidDrain => "peer_mid_drain",
-            Replaced::Replaced => "replaced",
-            Replaced::Refused(_) => "refused",
+            Decision::Peer => "peer",
+            Decision::PeerMidDrain => "peer_mid_drain",
+            Decision::Done => "replaced",
+            Decision::Refused(_) => "refused",
         }
     }
 }
@@ -86,8 +85,12 @@ enum Drain {
 pub async fn ensure_daemon(who: &Who<'_>) -> Result<Metadata, String> {
     let machine = &who.cli.machine;
     match machine.metadata() {
-        None => launch(who).await.ok_or_else(|| "no daemon became ready".to_string()),
-        Some(m) if machine.alive(m.pid) && stale(who, m.protocol_version, &m.config_fingerprint) => {
+        None => launch(who)
+            .await
+            .ok_or_else(|| "no daemon became ready".to_string()),
+        Some(m)
+            if machine.alive(m.pid) && stale(who, m.protocol_version, &m.config_fingerprint) =>
+        {
             replace(who, m.pid, "stale").await?;
             machine
                 .metadata()
@@ -116,7 +119,7 @@ pub async fn replace(who: &Who<'_>, target: u64, reason: &str) -> Result<(), Str
     let outcome = guarded(who, target).await;
     machine.unlock(START_LOCK);
     let message = match &outcome {
-        Replaced::Refused(message) => message.clone(),
+        Decision::Refused(message) => message.clone(),
         _ => String::new(),
     };
     emit!(
@@ -135,14 +138,14 @@ pub async fn replace(who: &Who<'_>, target: u64, reason: &str) -> Result<(), Str
 }
 
 /// The guards, with the start lock held.
-async fn guarded(who: &Who<'_>, meant: u64) -> Replaced {
+async fn guarded(who: &Who<'_>, meant: u64) -> Decision {
     let bugs = who.cli.rules.bugs;
     let mut target = meant;
     let first = probe(who, meant).await;
     if let Some(live) = first.as_ref().filter(|s| s.pid != meant) {
         let fresh = !stale(who, live.version, &live.config);
         if !bugs.pid_shortcut_needs_fresh_config || fresh {
-            return Replaced::Peer;
+            return Decision::Peer;
         }
         // The regression: a peer's daemon with old config is taken for the one to replace.
         target = live.pid;
@@ -150,9 +153,9 @@ async fn guarded(who: &Who<'_>, meant: u64) -> Replaced {
     if let Some(first) = first.filter(|_| !bugs.stop_without_drain) {
         match drain(who, target, first).await {
             Drain::Idle | Drain::Gone => {}
-            Drain::Peer => return Replaced::PeerMidDrain,
+            Drain::Peer => return Decision::PeerMidDrain,
             Drain::Busy => {
-                return Replaced::Refused(format!(
+                return Decision::Refused(format!(
                     "daemon pid {target} still has requests in flight after {DRAIN_TIMEOUT_MS} \
                      ms of draining; it was left running and not replaced"
                 ))
@@ -162,7 +165,7 @@ async fn guarded(who: &Who<'_>, meant: u64) -> Replaced {
     stop(who, meant, target).await;
     wait_gone(who, target).await;
     launch_locked(who).await;
-    Replaced::Replaced
+    Decision::Done
 }
 
 /// Poll `status` every [`POLL_MS`] until the daemon has nothing else in flight.
@@ -197,7 +200,10 @@ async fn probe(who: &Who<'_>, target: u64) -> Option<Status> {
     let reply = control(who, metadata.socket, "status", json!({})).await;
     let status = reply.map(|r| Status {
         pid: r.get("pid").and_then(Value::as_u64).unwrap_or(0),
-        version: r.get("protocolVersion").and_then(Value::as_u64).unwrap_or(1),
+        version: r
+            .get("protocolVersion")
+            .and_then(Value::as_u64)
+            .unwrap_or(1),
         config: r
             .get("configFingerprint")
             .and_then(Value::as_str)
@@ -320,7 +326,10 @@ async fn exchange(
     let exchange = async {
         let mut stream = TcpStream::connect((host::DAEMON, socket)).await.ok()?;
         let line = serde_json::to_string(&request).ok()?;
-        stream.write_all(format!("{line}\n").as_bytes()).await.ok()?;
+        stream
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .ok()?;
         let mut lines = BufReader::new(stream).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             if let Some(Line::Response { outcome, .. }) = wire::parse_line(&line) {

@@ -28,7 +28,10 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("listing_ends", listing_ends),
     ("schema_valid", schema_valid),
     ("no_stop_while_busy", lifecycle::no_stop_while_busy),
-    ("stop_reaches_its_target", lifecycle::stop_reaches_its_target),
+    (
+        "stop_reaches_its_target",
+        lifecycle::stop_reaches_its_target,
+    ),
     (
         "no_request_killed_by_replacement",
         lifecycle::no_request_killed_by_replacement,

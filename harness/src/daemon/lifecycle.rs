@@ -175,7 +175,9 @@ pub fn one_daemon_per_config(facts: &Facts<'_>) -> Vec<Violation> {
             .push((*pid, since, *index));
     }
     for (config, daemons) in by_config {
-        let settled = daemons.iter().all(|(_, since, _)| since + settle_ms <= end_ms);
+        let settled = daemons
+            .iter()
+            .all(|(_, since, _)| since + settle_ms <= end_ms);
         if daemons.len() > 1 && settled && !disrupted_at(facts, end_ms) {
             let pids: Vec<String> = daemons.iter().map(|(pid, _, _)| pid.to_string()).collect();
             let detail = format!("pids {} all still run config {config}", pids.join(", "));
@@ -202,7 +204,10 @@ pub fn mixed_versions_work(facts: &Facts<'_>) -> Vec<Violation> {
         .of_kind(kind::CLI_FAIL)
         .filter(|(_, e)| e.text("reason") == "unparseable" && v1.contains_key(&e.text("id")))
         .map(|(index, e)| {
-            let detail = format!("protocol-1 request {} got a reply it cannot parse", e.text("id"));
+            let detail = format!(
+                "protocol-1 request {} got a reply it cannot parse",
+                e.text("id")
+            );
             facts.violation("mixed_versions_work", index, detail)
         })
         .collect();

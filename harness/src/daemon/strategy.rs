@@ -4,7 +4,8 @@
 
 use bridge_under_test::daemon::client::{Invocation, Method};
 use bridge_under_test::daemon::config::{
-    fixed_phase, DRAIN_TIMEOUT_MS, PROTOCOL_VERSION, MAX_PAGES, POLL_MS, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS, STOP_WAIT_MS,
+    fixed_phase, DRAIN_TIMEOUT_MS, MAX_PAGES, POLL_MS, PROTOCOL_VERSION, READY_WAIT_MS,
+    STATUS_TIMEOUT_MIN_MS, STOP_WAIT_MS,
 };
 use bridge_under_test::daemon::replace::LOCK_WAIT_MS;
 use bridge_under_test::daemon::{DaemonBugs, Timing};
@@ -76,7 +77,10 @@ pub fn horizon_ms(scenario: &DaemonScenario, tick_ms: u64) -> u64 {
 /// then drain, once for a stale daemon and once after a transport failure.
 fn lifecycle_ms(scenario: &DaemonScenario) -> u64 {
     let lifecycle = scenario.invocations.iter().any(|i| i.client != 0)
-        || scenario.faults.iter().any(|f| LIFECYCLE.contains(&f.name()));
+        || scenario
+            .faults
+            .iter()
+            .any(|f| LIFECYCLE.contains(&f.name()));
     let per_replace = LOCK_WAIT_MS + DRAIN_TIMEOUT_MS + REPLACE_MARGIN_MS;
     let actions = scenario.invocations.len() as u64;
     if lifecycle {

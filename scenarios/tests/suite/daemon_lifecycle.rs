@@ -76,10 +76,20 @@ fn busy_daemon_drains_before_stop() {
         .iter()
         .filter(|p| p.at_ms <= stops[0].at_ms)
         .count();
-    assert!(polls_before >= 2, "{polls_before} status polls before the stop");
-    assert_eq!(of_action(&outcome, kind::CLI_LAUNCH, 2).len(), 1, "one launch");
+    assert!(
+        polls_before >= 2,
+        "{polls_before} status polls before the stop"
+    );
+    assert_eq!(
+        of_action(&outcome, kind::CLI_LAUNCH, 2).len(),
+        1,
+        "one launch"
+    );
     assert_eq!(stops[0].num("addressed"), 1);
-    assert_eq!((done(&outcome, 1), done(&outcome, 2)), ("ok".into(), "ok".into()));
+    assert_eq!(
+        (done(&outcome, 1), done(&outcome, 2)),
+        ("ok".into(), "ok".into())
+    );
     assert_eq!(replace_of(&outcome, 2).text("outcome"), "replaced");
     snapshot("daemon_busy_daemon_drains", &outcome);
     assert_broken(
@@ -105,7 +115,11 @@ fn peer_replaced_before_drain_is_left_alone() {
     let first = of_action(&outcome, kind::CLI_PROBE, 3);
     assert_eq!((first[0].num("target"), first[0].num("pid")), (1, 2));
     assert_eq!(count(&outcome, kind::CLI_STOP), 0, "no stop");
-    assert_eq!(count(&outcome, kind::CLI_LAUNCH), 1, "only the first launch");
+    assert_eq!(
+        count(&outcome, kind::CLI_LAUNCH),
+        1,
+        "only the first launch"
+    );
     assert_eq!(done(&outcome, 3), "ok");
     snapshot("daemon_peer_replaced_before_drain", &outcome);
     assert_broken(
@@ -123,8 +137,15 @@ fn peer_swap_mid_drain_is_left_alone() {
     assert_eq!(outcome.violations, vec![]);
     assert_eq!(replace_of(&outcome, 2).text("outcome"), "peer_mid_drain");
     assert_eq!(count(&outcome, kind::CLI_STOP), 0, "no stop");
-    assert_eq!(count(&outcome, kind::CLI_LAUNCH), 1, "only the first launch");
-    assert_eq!((done(&outcome, 1), done(&outcome, 2)), ("ok".into(), "ok".into()));
+    assert_eq!(
+        count(&outcome, kind::CLI_LAUNCH),
+        1,
+        "only the first launch"
+    );
+    assert_eq!(
+        (done(&outcome, 1), done(&outcome, 2)),
+        ("ok".into(), "ok".into())
+    );
     snapshot("daemon_peer_swaps_mid_drain", &outcome);
     assert_broken(
         lifecycle::peer_swaps_mid_drain(),
@@ -142,7 +163,9 @@ fn never_draining_daemon_is_left_running() {
     let replaced = replace_of(&outcome, 2);
     assert_eq!(replaced.text("outcome"), "refused");
     assert!(
-        replaced.text("message").contains("still has requests in flight"),
+        replaced
+            .text("message")
+            .contains("still has requests in flight"),
         "{}",
         replaced.text("message")
     );
@@ -153,7 +176,10 @@ fn never_draining_daemon_is_left_running() {
         "refused after {took} ms"
     );
     assert_eq!(count(&outcome, kind::CLI_STOP), 0, "no stop");
-    assert_eq!((done(&outcome, 1), done(&outcome, 2)), ("ok".into(), "daemon_busy".into()));
+    assert_eq!(
+        (done(&outcome, 1), done(&outcome, 2)),
+        ("ok".into(), "daemon_busy".into())
+    );
     snapshot("daemon_never_draining_daemon", &outcome);
     assert_broken(
         lifecycle::never_draining_daemon(),
@@ -217,7 +243,11 @@ fn every_lifecycle_switch_is_found_within_512_cases() {
             None => missed.push(*bug),
         }
     }
-    assert_eq!(missed, Vec::<&str>::new(), "switches not found within 512 cases");
+    assert_eq!(
+        missed,
+        Vec::<&str>::new(),
+        "switches not found within 512 cases"
+    );
 }
 
 // Goal: the generator produces the races on purpose, not by luck. Method: generate lifecycle
