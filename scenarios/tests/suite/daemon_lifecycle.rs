@@ -269,7 +269,8 @@ fn generator_produces_each_interleaving() {
         tally.add(&outcome.trace);
     }
     println!(
-        "per 1 000 of {} scenarios: mid-request upgrade {}, swap before drain {}, swap mid-drain {}",
+        "per 1 000 of {} scenarios: mid-request upgrade {}, swap before drain {}, \
+         swap mid-drain {}",
         tally.scenarios,
         tally.per_mille(tally.mid_request_upgrade),
         tally.per_mille(tally.swap_before_drain),
