@@ -64,11 +64,12 @@
 //! | `gateway.cut` | gateway | `connected`: the gateway dropped its connection |
 //!
 //! The daemon family (MODEL.md §2). `id` is a daemon request id (`a<action>.<attempt>`, or
-//! `c<n>` for the client's own control requests); `action` numbers the user's invocations.
+//! `c<action>.<n>-<method>` for the client's own control requests); `action` numbers the user's
+//! invocations.
 //!
 //! | kind | host | fields |
 //! |---|---|---|
-//! | `cli.action` | cli | `action`, `method`, `timeout_ms` (0 when the call gives none): a user invocation starts |
+//! | `cli.action` | cli | `action`, `method`, `timeout_ms` (0 when the call gives none), `client` (its lane), `version` (protocol): a user invocation starts |
 //! | `cli.send` | cli | `action`, `attempt`, `id`, `msg` (the exact request line) |
 //! | `cli.frame` | cli | `id` (the frame's), `matched` (it re-armed the idle budget) |
 //! | `cli.reply` | cli | `id`, `ok`, `code` (empty on success) |
@@ -80,8 +81,8 @@
 //! | `cli.launch` | cli | `action`, `pid`, `version`, `config`: a launch under the start lock |
 //! | `cli.done` | cli | `action`, `outcome` (`ok`, a daemon error code, or a transport reason), `attempts` |
 //! | `daemon.launch` | daemon | `pid`: a daemon process starts (counted at the process table) |
-//! | `daemon.start` | daemon | `pid`, `socket`, `protocol_version`: listening, metadata written |
-//! | `daemon.exit` | daemon | `pid`, `reason` (`stop`, `crash`, `kill`) |
+//! | `daemon.start` | daemon | `pid`, `socket`, `protocol_version`, `config` (fingerprint): listening, metadata written |
+//! | `daemon.exit` | daemon | `pid`, `reason` (`stop`, `crash`, `kill`, `superseded`: the metadata names another daemon and nothing was in flight) |
 //! | `daemon.request` | daemon | `pid`, `id`, `method`, `interval_ms` (0: no frames), `first_ms` |
 //! | `daemon.stop` | daemon | `pid`, `id`, `addressed` (0 if none), `active` (other requests in flight), `refused` |
 //! | `daemon.reply` | daemon | `pid`, `id`, `ok`, `code` |
