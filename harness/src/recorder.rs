@@ -44,6 +44,13 @@ impl Recorder {
         RecordingLayer(self.0.clone())
     }
 
+    /// A whole subscriber, without a span registry: the runner's choice, since turmoil opens a
+    /// host span per host per step and a registry's bookkeeping for each was the harness's
+    /// largest overhead over bare turmoil. A host span's id is its interned host index + 1.
+    pub fn subscriber(&self) -> RecordingSubscriber {
+        RecordingSubscriber { shared: self.0.clone(), entered: Mutex::new(Vec::new()) }
+    }
+
     /// Set the virtual time stamped on events emitted by the step loop itself.
     pub fn set_loop_ms(&self, ms: u64) {
         self.0.loop_ms.store(ms, Ordering::Relaxed);
@@ -90,28 +97,86 @@ where
         if !wanted(event.metadata()) {
             return;
         }
-        let mut visitor = FieldsVisitor::default();
-        event.record(&mut visitor);
-        let mut kind = String::new();
-        visitor.fields.retain(|(name, value)| match (name.as_str(), value) {
-            ("kind", Value::String(k)) => {
-                kind = k.clone();
-                false
-            }
-            _ => true,
-        });
         let host = ctx.current_span().id().and_then(|id| {
             let hosts = self.0.hosts.lock().unwrap_or_else(|e| e.into_inner());
             hosts.by_span.get(&id.into_u64()).map(|&index| hosts.names[index].clone())
         });
-        let host = host.unwrap_or_else(|| host::SIM.to_string());
-        let at_ms = match turmoil::sim_elapsed() {
-            Some(elapsed) => u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
-            None => self.0.loop_ms.load(Ordering::Relaxed),
-        };
-        let event = TraceEvent { at_ms, host, kind, fields: visitor.fields };
-        self.0.events.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+        record_event(&self.0, event, host);
     }
+}
+
+/// Records into a [`Recorder`] with no span registry (see [`Recorder::subscriber`]).
+pub struct RecordingSubscriber {
+    shared: Arc<Shared>,
+    /// Host indices of the entered host spans, innermost last.
+    entered: Mutex<Vec<usize>>,
+}
+
+impl Subscriber for RecordingSubscriber {
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> tracing::subscriber::Interest {
+        if wanted(meta) {
+            tracing::subscriber::Interest::always()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
+
+    fn enabled(&self, meta: &Metadata<'_>) -> bool {
+        wanted(meta)
+    }
+
+    fn new_span(&self, attrs: &Attributes<'_>) -> Id {
+        let mut hosts = self.shared.hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut visitor = HostVisitor { hosts: &mut hosts, index: None };
+        attrs.record(&mut visitor);
+        Id::from_u64(visitor.index.map_or(u64::MAX, |index| index as u64 + 1))
+    }
+
+    fn record(&self, _: &Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        if !wanted(event.metadata()) {
+            return;
+        }
+        let top = self.entered.lock().unwrap_or_else(|e| e.into_inner()).last().copied();
+        let host = top.and_then(|index| {
+            let hosts = self.shared.hosts.lock().unwrap_or_else(|e| e.into_inner());
+            hosts.names.get(index).cloned()
+        });
+        record_event(&self.shared, event, host);
+    }
+
+    fn enter(&self, span: &Id) {
+        let index = usize::try_from(span.into_u64() - 1).unwrap_or(usize::MAX);
+        self.entered.lock().unwrap_or_else(|e| e.into_inner()).push(index);
+    }
+
+    fn exit(&self, _: &Id) {
+        self.entered.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    }
+}
+
+/// Append one trace event, stamped with virtual time and its host.
+fn record_event(shared: &Shared, event: &Event<'_>, host: Option<String>) {
+    let mut visitor = FieldsVisitor::default();
+    event.record(&mut visitor);
+    let mut kind = String::new();
+    visitor.fields.retain(|(name, value)| match (name.as_str(), value) {
+        ("kind", Value::String(k)) => {
+            kind = k.clone();
+            false
+        }
+        _ => true,
+    });
+    let at_ms = match turmoil::sim_elapsed() {
+        Some(elapsed) => u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        None => shared.loop_ms.load(Ordering::Relaxed),
+    };
+    let host = host.unwrap_or_else(|| host::SIM.to_string());
+    let event = TraceEvent { at_ms, host, kind, fields: visitor.fields };
+    shared.events.lock().unwrap_or_else(|e| e.into_inner()).push(event);
 }
 
 /// The only callsites recorded: turmoil's host spans and trace-target events.
@@ -197,6 +262,19 @@ mod tests {
         other.join().unwrap();
         let kinds: Vec<String> = recorder.take().into_iter().map(|e| e.kind).collect();
         assert_eq!(kinds, ["sse.connect"]);
+    }
+
+    #[test]
+    fn the_subscriber_records_like_the_layer() {
+        let recorder = Recorder::default();
+        recorder.set_loop_ms(70);
+        tracing::subscriber::with_default(recorder.subscriber(), || {
+            tracing::info!(kind = "ignored", "not the trace target");
+            emit!(kind::SSE_CLOSED, gen = 2u64, reason = "idle");
+        });
+        let events = recorder.take();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].line(), "       70 sim      sse.closed gen=2 reason=idle");
     }
 
     #[test]

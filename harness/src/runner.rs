@@ -8,7 +8,6 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use bridge_under_test::emit;
 use bridge_under_test::events::kind;
-use tracing_subscriber::layer::SubscriberExt;
 
 use crate::recorder::Recorder;
 use crate::scenario::Scenario;
@@ -45,7 +44,7 @@ pub fn run(scenario: &Scenario) -> Outcome {
 /// Run a scenario: simulate, then check the trace.
 pub fn run_with(scenario: &Scenario, options: RunOptions) -> Outcome {
     let recorder = Recorder::default();
-    let subscriber = tracing_subscriber::registry().with(recorder.layer());
+    let subscriber = recorder.subscriber();
     let (mut stats, failure) = tracing::subscriber::with_default(subscriber, || {
         simulate(scenario, &recorder, options)
     });
