@@ -280,34 +280,13 @@ fn scripted_scenarios_fail_with_their_bugs_on() {
         (canon::burst_over_cap(), "no_pending_cap", "bounded_sizes"),
     ];
     for (scenario, bug, invariant) in cases {
-        let outcome = run(&scenarios::with_bugs(scenario, &[bug]));
-        let found: Vec<&str> = outcome
-            .violations
-            .iter()
-            .map(|v| v.invariant.as_str())
-            .collect();
-        assert!(
-            found.contains(&invariant),
-            "{bug}: expected {invariant}, found {found:?}"
-        );
+        crate::assert_broken(scenario, bug, invariant);
     }
 }
 
 #[test]
 fn channel_all_switches_off_find_nothing() {
-    let cases = crate::cases(64);
-    let mut config = HuntConfig::new(Family::Channel, &[], cases, 0xC1EA_0005);
-    config.shrink_budget = 100;
-    let report = hunt(&config, &mut Quiet).unwrap();
-    assert_eq!(report.cases, cases);
-    if let Some(finding) = report.findings.first() {
-        panic!(
-            "false alarm with every switch off: {:?}\ntoken: {}\n{}",
-            finding.shrunk.outcome.violations,
-            finding.token,
-            finding.shrunk.scenario.to_json()
-        );
-    }
+    crate::assert_clean(Family::Channel, crate::cases(64), 0xC1EA_0005);
 }
 
 #[test]

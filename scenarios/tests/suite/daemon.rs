@@ -7,8 +7,9 @@ use bridge_under_test::daemon::DaemonBugs;
 use bridge_under_test::events::kind;
 use harness::hunt::{hunt, HuntConfig, Quiet};
 use harness::runner::run;
-use harness::scenario::{Family, Scenario};
+use harness::scenario::Family;
 use harness::trace::{Outcome, TraceEvent};
+use crate::assert_broken;
 use scenarios::daemon;
 
 fn snapshot(name: &str, outcome: &Outcome) {
@@ -31,24 +32,6 @@ fn done(outcome: &Outcome) -> (String, u64) {
     let done = events(outcome, kind::CLI_DONE);
     assert_eq!(done.len(), 1, "one invocation ended");
     (done[0].text("outcome"), done[0].num("attempts"))
-}
-
-/// The invariants a scenario breaks with `bug` switched on.
-fn broken_with(scenario: Scenario, bug: &str) -> Vec<String> {
-    let outcome = run(&scenarios::with_bugs(scenario, &[bug]));
-    outcome
-        .violations
-        .iter()
-        .map(|v| v.invariant.clone())
-        .collect()
-}
-
-fn assert_broken(scenario: Scenario, bug: &str, invariant: &str) {
-    let found = broken_with(scenario, bug);
-    assert!(
-        found.iter().any(|f| f == invariant),
-        "{bug}: expected {invariant}, found {found:?}"
-    );
 }
 
 // Goal: an OAuth wait followed by three slow pages, all under a 400 ms deadline, resolves.
@@ -268,17 +251,7 @@ fn hunt_config(bugs: Vec<String>, cases: u64, base_seed: u64) -> HuntConfig {
 
 #[test]
 fn generated_runs_with_every_switch_off_find_nothing() {
-    let cases = crate::cases(64);
-    let report = hunt(&hunt_config(Vec::new(), cases, 0xC1EA_0003), &mut Quiet).unwrap();
-    assert_eq!(report.cases, cases);
-    if let Some(finding) = report.findings.first() {
-        panic!(
-            "false alarm with every switch off: {:?}\ntoken: {}\n{}",
-            finding.original.violations,
-            finding.token,
-            finding.shrunk.scenario.to_json()
-        );
-    }
+    crate::assert_clean(Family::Daemon, crate::cases(64), 0xC1EA_0003);
 }
 
 #[test]

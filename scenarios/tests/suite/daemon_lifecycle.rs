@@ -9,10 +9,11 @@ use harness::daemon::interleavings::Tally;
 use harness::daemon::lifecycle::REPLACE_MARGIN_MS;
 use harness::hunt::{hunt, HuntConfig, Quiet};
 use harness::runner::run;
-use harness::scenario::{Family, Scenario};
+use harness::scenario::Family;
 use harness::trace::{Outcome, TraceEvent};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use crate::assert_broken;
 use scenarios::daemon_lifecycle as lifecycle;
 
 fn snapshot(name: &str, outcome: &Outcome) {
@@ -50,18 +51,6 @@ fn replace_of(outcome: &Outcome, action: u64) -> &TraceEvent {
     replaced[0]
 }
 
-fn assert_broken(scenario: Scenario, bug: &str, invariant: &str) {
-    let outcome = run(&scenarios::with_bugs(scenario, &[bug]));
-    let found: Vec<&str> = outcome
-        .violations
-        .iter()
-        .map(|v| v.invariant.as_str())
-        .collect();
-    assert!(
-        found.contains(&invariant),
-        "{bug}: expected {invariant}, found {found:?}"
-    );
-}
 
 // Goal: a busy shared daemon is drained before it is stopped. Method: A's 1 500 ms call is in
 // flight when a config edit makes the daemon stale and B needs it; B polls status until A's
@@ -212,17 +201,7 @@ fn hunt_config(bugs: Vec<String>, cases: u64, base_seed: u64) -> HuntConfig {
 
 #[test]
 fn generated_runs_with_every_lifecycle_switch_off_find_nothing() {
-    let cases = crate::cases(96);
-    let report = hunt(&hunt_config(Vec::new(), cases, 0xC1EA_0004), &mut Quiet).unwrap();
-    assert_eq!(report.cases, cases);
-    if let Some(finding) = report.findings.first() {
-        panic!(
-            "false alarm with every switch off: {:?}\ntoken: {}\n{}",
-            finding.original.violations,
-            finding.token,
-            finding.shrunk.scenario.to_json()
-        );
-    }
+    crate::assert_clean(Family::Daemon, crate::cases(96), 0xC1EA_0004);
 }
 
 const LIFECYCLE_SWITCHES: &[&str] = &[

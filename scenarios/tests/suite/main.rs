@@ -14,3 +14,27 @@ mod scripted;
 pub fn cases(default: u64) -> u64 {
     std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
+
+/// Hunt `cases` generated cases of `family` with every switch off: a false alarm fails the test
+/// with its token and shrunk scenario.
+pub fn assert_clean(family: harness::scenario::Family, cases: u64, base_seed: u64) {
+    let mut config = harness::hunt::HuntConfig::new(family, &[], cases, base_seed);
+    config.shrink_budget = 100;
+    let report = harness::hunt::hunt(&config, &mut harness::hunt::Quiet).unwrap();
+    assert_eq!(report.cases, cases);
+    if let Some(finding) = report.findings.first() {
+        panic!(
+            "false alarm with every switch off: {:?}\ntoken: {}\n{}",
+            finding.original.violations,
+            finding.token,
+            finding.shrunk.scenario.to_json()
+        );
+    }
+}
+
+/// Run `scenario` with `bug` switched on: a checker must report `invariant`.
+pub fn assert_broken(scenario: harness::scenario::Scenario, bug: &str, invariant: &str) {
+    let outcome = harness::runner::run(&scenarios::with_bugs(scenario, &[bug]));
+    let found: Vec<&str> = outcome.violations.iter().map(|v| v.invariant.as_str()).collect();
+    assert!(found.contains(&invariant), "{bug}: expected {invariant}, found {found:?}");
+}

@@ -101,9 +101,7 @@ fn scripted_scenarios_fail_with_their_bugs_on() {
         (scenarios::replay_double_write(), "no_idempotency_key", "at_most_once_execution"),
     ];
     for (scenario, bug, invariant) in cases {
-        let outcome = run(&scenarios::with_bugs(scenario, &[bug]));
-        let found: Vec<&str> = outcome.violations.iter().map(|v| v.invariant.as_str()).collect();
-        assert!(found.contains(&invariant), "{bug}: expected {invariant}, found {found:?}");
+        crate::assert_broken(scenario, bug, invariant);
     }
 }
 
