@@ -3,6 +3,7 @@
 //! (commit, scenario token).
 
 pub mod bench;
+pub mod check;
 pub mod channel;
 pub mod daemon;
 pub mod family;

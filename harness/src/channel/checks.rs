@@ -7,11 +7,9 @@ use std::collections::BTreeMap;
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
+use crate::check::{capped, message};
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
-
-/// At most this many violations are reported per checker: the first ones tell the story.
-const MAX_PER_CHECKER: usize = 3;
 
 /// The method of the bridge's decision notification.
 const PERMISSION: &str = "notifications/claude/channel/permission";
@@ -190,15 +188,6 @@ fn int(event: &TraceEvent, name: &str) -> Option<i64> {
         Value::String(s) => s.parse().ok(),
         _ => None,
     }
-}
-
-fn parse(event: &TraceEvent) -> Value {
-    serde_json::from_str(&event.text("msg")).unwrap_or(Value::Null)
-}
-
-fn capped(mut violations: Vec<Violation>) -> Vec<Violation> {
-    violations.truncate(MAX_PER_CHECKER);
-    violations
 }
 
 /// Every pending entry leaves within its expiry (or its tracking, if it arrived expired) plus
@@ -427,7 +416,7 @@ pub fn one_owner_decision(facts: &Facts<'_>) -> Vec<Violation> {
         if event.host != host::AGENT {
             continue;
         }
-        let msg = parse(event);
+        let msg = message(event);
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
         let id = params
             .get("request_id")

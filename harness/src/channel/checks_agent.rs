@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use bridge_under_test::events::kind;
 use serde_json::Value;
 
-use super::{capped, parse, Facts};
+use super::Facts;
+use crate::check::{capped, message};
 use crate::trace::Violation;
 
 /// The timeout a `wait_for_event` without one asks for (the bridge's documented default).
@@ -22,7 +23,7 @@ pub fn bounded_waits(facts: &Facts<'_>) -> Vec<Violation> {
     let mut open: BTreeMap<String, (usize, u64, u64)> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts.agent_events() {
-        let msg = parse(event);
+        let msg = message(event);
         let Some(id) = msg
             .get("id")
             .filter(|id| !id.is_null())
@@ -82,7 +83,7 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
     let mut methods: BTreeMap<String, String> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts.agent_events() {
-        let msg = parse(event);
+        let msg = message(event);
         let id = msg
             .get("id")
             .filter(|id| !id.is_null())

@@ -9,11 +9,9 @@ use serde_json::Value;
 
 use super::faults::DISRUPTIVE;
 use super::lifecycle;
+use crate::check::capped;
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
-
-/// At most this many violations are reported per checker: the first ones tell the story.
-const MAX_PER_CHECKER: usize = 3;
 
 pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
 
@@ -317,11 +315,6 @@ fn fixed_phase(method: &str) -> bool {
         method,
         "callTool" | "listResources" | "readResource" | "closeServer"
     )
-}
-
-fn capped(mut violations: Vec<Violation>) -> Vec<Violation> {
-    violations.truncate(MAX_PER_CHECKER);
-    violations
 }
 
 /// No request fails before its caller's deadline while its peers are healthy: no transport

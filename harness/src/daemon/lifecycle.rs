@@ -11,19 +11,12 @@ use bridge_under_test::events::kind;
 use serde_json::Value;
 
 use super::checks::{action_of, Facts};
+use crate::check::capped;
 use crate::trace::{TraceEvent, Violation};
-
-/// At most this many violations are reported per checker.
-const MAX_PER_CHECKER: usize = 3;
 
 /// The bounded margin past `drain_timeout_ms` within which a replacement ends: the stop and
 /// ready waits plus a few status budgets.
 pub const REPLACE_MARGIN_MS: u64 = STOP_WAIT_MS + READY_WAIT_MS + 4 * STATUS_TIMEOUT_MIN_MS;
-
-fn capped(mut found: Vec<Violation>) -> Vec<Violation> {
-    found.truncate(MAX_PER_CHECKER);
-    found
-}
 
 fn yes(event: &TraceEvent, name: &str) -> bool {
     event.get(name) == Some(&Value::Bool(true))

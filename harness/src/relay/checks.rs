@@ -7,13 +7,11 @@ use std::collections::BTreeMap;
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
+use crate::check::{capped, message};
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
 
 use super::stream_checks;
-
-/// At most this many violations are reported per checker: the first ones tell the story.
-const MAX_PER_CHECKER: usize = 3;
 
 /// The checkers, by name: `(name, function)`.
 pub const CHECKERS: &[(&str, Checker)] = &[
@@ -96,7 +94,7 @@ impl<'a> Facts<'a> {
             if event.host != host::CLIENT {
                 continue;
             }
-            let msg = parse(event);
+            let msg = message(event);
             if event.kind == kind::MCP_SEND {
                 let malformed = event.get("malformed") == Some(&Value::Bool(true));
                 let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
@@ -152,10 +150,6 @@ impl<'a> Facts<'a> {
     }
 }
 
-fn parse(event: &TraceEvent) -> Value {
-    serde_json::from_str(&event.text("msg")).unwrap_or(Value::Null)
-}
-
 fn is_response(msg: &Value) -> bool {
     msg.get("method").is_none() && (msg.get("result").is_some() || msg.get("error").is_some())
 }
@@ -170,11 +164,6 @@ pub fn error_text(msg: &Value) -> Option<String> {
         return Some(text.unwrap_or("").to_string());
     }
     None
-}
-
-pub(super) fn capped(mut violations: Vec<Violation>) -> Vec<Violation> {
-    violations.truncate(MAX_PER_CHECKER);
-    violations
 }
 
 /// Every request id gets at most one reply at the client boundary.
@@ -353,15 +342,15 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
     for (index, event) in facts.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::CLIENT) {
         let result = match event.kind.as_str() {
             kind::MCP_SEND if event.get("malformed") != Some(&Value::Bool(true)) => {
-                facts.schema.validate_client_message(&parse(event))
+                facts.schema.validate_client_message(&message(event))
             }
             kind::MCP_RECV => match answering.get(&index) {
                 Some(methods) => methods
                     .iter()
-                    .map(|method| facts.schema.validate_server_message(&parse(event), Some(method)))
+                    .map(|method| facts.schema.validate_server_message(&message(event), Some(method)))
                     .find(Result::is_ok)
-                    .unwrap_or_else(|| facts.schema.validate_server_message(&parse(event), Some(methods[0]))),
-                None => facts.schema.validate_server_message(&parse(event), None),
+                    .unwrap_or_else(|| facts.schema.validate_server_message(&message(event), Some(methods[0]))),
+                None => facts.schema.validate_server_message(&message(event), None),
             },
             _ => Ok(()),
         };

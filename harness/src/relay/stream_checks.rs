@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
-use super::checks::{capped, Facts};
+use super::checks::Facts;
+use crate::check::capped;
 use crate::trace::Violation;
 
 /// `min(15 000, 500 * 2^attempt)`, MODEL.md §1.3, computed here independently of the bridge.
