@@ -2,7 +2,36 @@
 //! applies its fault plan between steps. A new family adds a variant to
 //! [`FamilyScenario`](crate::scenario::FamilyScenario) and a module like `relay/`.
 
+use std::future::Future;
+
+use crate::recorder::announce;
 use crate::scenario::SimParams;
+
+/// Add a host to the simulation. Every host a family sets up goes through here (or
+/// [`client`]): its software first announces its name, which is how the recorder attributes
+/// trace events to hosts, and how many hosts a run had.
+pub fn host<'a, F, Fut>(sim: &mut turmoil::Sim<'a>, name: &'static str, software: F)
+where
+    F: Fn() -> Fut + 'a,
+    Fut: Future<Output = turmoil::Result> + 'static,
+{
+    sim.host(name, move || {
+        // turmoil calls this inside the host's new runtime, at start and at every restart.
+        announce(name);
+        software()
+    });
+}
+
+/// Add a client (a host whose software ends the run when it is done): see [`host`].
+pub fn client<Fut>(sim: &mut turmoil::Sim<'_>, name: &'static str, software: Fut)
+where
+    Fut: Future<Output = turmoil::Result> + 'static,
+{
+    sim.client(name, async move {
+        announce(name);
+        software.await
+    });
+}
 
 /// A fault taking effect (`Start`) or ending (`End`, windowed faults only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,12 @@
-//! The `tracing` layer that records trace events: only events with the trace target, stamped
-//! with virtual time and the name of the turmoil host whose software emitted them. Installed per
-//! thread (`tracing::subscriber::with_default`), so parallel runs never mix traces.
+//! The `tracing` subscriber that records trace events: only events with the trace target,
+//! stamped with virtual time and the name of the turmoil host whose software emitted them.
+//! Installed per thread (`tracing::subscriber::with_default`), so parallel runs never mix traces.
+//!
+//! Host attribution: turmoil gives every host its own tokio runtime. A host's software, started
+//! through [`crate::family::host`] or [`crate::family::client`], first calls [`announce`], and
+//! the recorder remembers which runtime is which host; an event is stamped with the host of the
+//! runtime it is emitted on (`sim` outside every host). turmoil's per-host, per-step spans are
+//! not recorded at all: handling them was the recorder's largest cost.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,14 +15,23 @@ use bridge_under_test::events::{host, TARGET};
 use serde_json::Value;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
-use tracing::{Event, Metadata, Subscriber};
+use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
-use tracing_subscriber::registry::LookupSpan;
 
 use crate::trace::TraceEvent;
 
-/// turmoil enters a span with this name, and a `name` field, around each host's tick.
-const HOST_SPAN: &str = "node";
+/// The target of the event that names the host a runtime belongs to (see [`announce`]).
+const HOST_TARGET: &str = "mcp_sim::host";
+
+/// Host name recorded for an event emitted on a runtime that never announced its host: software
+/// added to the simulation without [`crate::family::host`] or [`crate::family::client`].
+pub const UNANNOUNCED: &str = "?";
+
+/// Name the host whose runtime is current: the first thing a host's software does. Hosts
+/// restarted by turmoil get a new runtime and announce themselves again.
+pub fn announce(host: &'static str) {
+    tracing::event!(target: HOST_TARGET, Level::INFO, host);
+}
 
 /// Shared between the layer (which appends) and the runner (which reads the clock it sets).
 #[derive(Debug, Default)]
@@ -27,12 +42,32 @@ struct Shared {
     hosts: Mutex<Hosts>,
 }
 
-/// Which host each live turmoil host span stands for. turmoil opens one such span per host per
-/// step, so this is the recorder's hot path: no allocation once the names are known.
+/// The hosts announced so far, and which runtime is which host.
 #[derive(Debug, Default)]
 struct Hosts {
     names: Vec<String>,
-    by_span: std::collections::BTreeMap<u64, usize>,
+    /// (runtime, index into `names`); a host restarted by turmoil has several runtimes.
+    runtimes: Vec<(tokio::runtime::Id, usize)>,
+}
+
+impl Hosts {
+    fn announce(&mut self, name: &str) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let index = self.names.iter().position(|n| n == name).unwrap_or_else(|| {
+            self.names.push(name.to_string());
+            self.names.len() - 1
+        });
+        self.runtimes.push((runtime.id(), index));
+    }
+
+    /// The host of the current runtime: `None` outside every runtime.
+    fn current(&self) -> Option<String> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?.id();
+        let index = self.runtimes.iter().find(|(id, _)| *id == runtime).map(|&(_, index)| index);
+        Some(index.map_or(UNANNOUNCED, |index| self.names[index].as_str()).to_string())
+    }
 }
 
 /// Handle to a recording: make a layer from it, then take the events.
@@ -44,11 +79,14 @@ impl Recorder {
         RecordingLayer(self.0.clone())
     }
 
-    /// A whole subscriber, without a span registry: the runner's choice, since turmoil opens a
-    /// host span per host per step and a registry's bookkeeping for each was the harness's
-    /// largest overhead over bare turmoil. A host span's id is its interned host index + 1.
+    /// A whole subscriber, without a span registry (it records no spans): the runner's choice.
     pub fn subscriber(&self) -> RecordingSubscriber {
-        RecordingSubscriber { shared: self.0.clone(), entered: Mutex::new(Vec::new()) }
+        RecordingSubscriber { shared: self.0.clone() }
+    }
+
+    /// How many distinct hosts have announced themselves.
+    pub fn hosts(&self) -> usize {
+        self.0.hosts.lock().unwrap_or_else(|e| e.into_inner()).names.len()
     }
 
     /// Set the virtual time stamped on events emitted by the step loop itself.
@@ -63,16 +101,9 @@ impl Recorder {
 
 pub struct RecordingLayer(Arc<Shared>);
 
-impl<S> Layer<S> for RecordingLayer
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
+impl<S: Subscriber> Layer<S> for RecordingLayer {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> tracing::subscriber::Interest {
-        if wanted(meta) {
-            tracing::subscriber::Interest::always()
-        } else {
-            tracing::subscriber::Interest::never()
-        }
+        interest(meta)
     }
 
     // When several threads each have their own subscriber (parallel tests, hunt workers),
@@ -81,55 +112,28 @@ where
         wanted(meta)
     }
 
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
-        if !wanted(attrs.metadata()) {
-            return;
-        }
-        let mut hosts = self.0.hosts.lock().unwrap_or_else(|e| e.into_inner());
-        let mut visitor = HostVisitor { hosts: &mut hosts, index: None };
-        attrs.record(&mut visitor);
-        if let Some(index) = visitor.index {
-            hosts.by_span.insert(id.into_u64(), index);
-        }
-    }
-
-    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        if !wanted(event.metadata()) {
-            return;
-        }
-        let host = ctx.current_span().id().and_then(|id| {
-            let hosts = self.0.hosts.lock().unwrap_or_else(|e| e.into_inner());
-            hosts.by_span.get(&id.into_u64()).map(|&index| hosts.names[index].clone())
-        });
-        record_event(&self.0, event, host);
+    fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
+        on_event(&self.0, event);
     }
 }
 
 /// Records into a [`Recorder`] with no span registry (see [`Recorder::subscriber`]).
 pub struct RecordingSubscriber {
     shared: Arc<Shared>,
-    /// Host indices of the entered host spans, innermost last.
-    entered: Mutex<Vec<usize>>,
 }
 
 impl Subscriber for RecordingSubscriber {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> tracing::subscriber::Interest {
-        if wanted(meta) {
-            tracing::subscriber::Interest::always()
-        } else {
-            tracing::subscriber::Interest::never()
-        }
+        interest(meta)
     }
 
     fn enabled(&self, meta: &Metadata<'_>) -> bool {
         wanted(meta)
     }
 
-    fn new_span(&self, attrs: &Attributes<'_>) -> Id {
-        let mut hosts = self.shared.hosts.lock().unwrap_or_else(|e| e.into_inner());
-        let mut visitor = HostVisitor { hosts: &mut hosts, index: None };
-        attrs.record(&mut visitor);
-        Id::from_u64(visitor.index.map_or(u64::MAX, |index| index as u64 + 1))
+    /// Never called: no span is wanted.
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
     }
 
     fn record(&self, _: &Id, _: &tracing::span::Record<'_>) {}
@@ -137,24 +141,26 @@ impl Subscriber for RecordingSubscriber {
     fn record_follows_from(&self, _: &Id, _: &Id) {}
 
     fn event(&self, event: &Event<'_>) {
-        if !wanted(event.metadata()) {
-            return;
+        on_event(&self.shared, event);
+    }
+
+    fn enter(&self, _: &Id) {}
+
+    fn exit(&self, _: &Id) {}
+}
+
+/// A wanted event: a host announcing itself, or a trace event to append.
+fn on_event(shared: &Shared, event: &Event<'_>) {
+    let meta = event.metadata();
+    if meta.target() == HOST_TARGET {
+        let mut visitor = FieldsVisitor::default();
+        event.record(&mut visitor);
+        if let Some((_, Value::String(name))) = visitor.fields.first() {
+            shared.hosts.lock().unwrap_or_else(|e| e.into_inner()).announce(name);
         }
-        let top = self.entered.lock().unwrap_or_else(|e| e.into_inner()).last().copied();
-        let host = top.and_then(|index| {
-            let hosts = self.shared.hosts.lock().unwrap_or_else(|e| e.into_inner());
-            hosts.names.get(index).cloned()
-        });
-        record_event(&self.shared, event, host);
-    }
-
-    fn enter(&self, span: &Id) {
-        let index = usize::try_from(span.into_u64() - 1).unwrap_or(usize::MAX);
-        self.entered.lock().unwrap_or_else(|e| e.into_inner()).push(index);
-    }
-
-    fn exit(&self, _: &Id) {
-        self.entered.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    } else if meta.target() == TARGET {
+        let host = shared.hosts.lock().unwrap_or_else(|e| e.into_inner()).current();
+        record_event(shared, event, host);
     }
 }
 
@@ -179,35 +185,17 @@ fn record_event(shared: &Shared, event: &Event<'_>, host: Option<String>) {
     shared.events.lock().unwrap_or_else(|e| e.into_inner()).push(event);
 }
 
-/// The only callsites recorded: turmoil's host spans and trace-target events.
+/// The only callsites recorded: trace-target events and host announcements. No span.
 fn wanted(meta: &Metadata<'_>) -> bool {
-    if meta.is_span() {
-        meta.name() == HOST_SPAN && meta.target().starts_with("turmoil")
+    meta.is_event() && (meta.target() == TARGET || meta.target() == HOST_TARGET)
+}
+
+fn interest(meta: &Metadata<'_>) -> tracing::subscriber::Interest {
+    if wanted(meta) {
+        tracing::subscriber::Interest::always()
     } else {
-        meta.target() == TARGET
+        tracing::subscriber::Interest::never()
     }
-}
-
-/// Finds the `name` field of a host span and interns it.
-struct HostVisitor<'a> {
-    hosts: &'a mut Hosts,
-    index: Option<usize>,
-}
-
-impl Visit for HostVisitor<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() != "name" {
-            return;
-        }
-        let names = &mut self.hosts.names;
-        let index = names.iter().position(|n| n == value).unwrap_or_else(|| {
-            names.push(value.to_string());
-            names.len() - 1
-        });
-        self.index = Some(index);
-    }
-
-    fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
 }
 
 /// Collects fields as JSON values, in declaration order.
@@ -262,6 +250,40 @@ mod tests {
         other.join().unwrap();
         let kinds: Vec<String> = recorder.take().into_iter().map(|e| e.kind).collect();
         assert_eq!(kinds, ["sse.connect"]);
+    }
+
+    #[test]
+    fn events_are_stamped_with_the_host_that_announced_its_runtime() {
+        let recorder = Recorder::default();
+        tracing::subscriber::with_default(recorder.subscriber(), || {
+            let mut sim = turmoil::Builder::new().build();
+            crate::family::host(&mut sim, "server", || async {
+                emit!(kind::SSE_CONNECT, gen = 1u64, attempt = 0u64);
+                std::future::pending().await
+            });
+            sim.host("raw", || async {
+                emit!(kind::SSE_CONNECT, gen = 2u64, attempt = 0u64);
+                std::future::pending().await
+            });
+            crate::family::client(&mut sim, "client", async {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                emit!(kind::SSE_CLOSED, gen = 3u64, reason = "done");
+                Ok(())
+            });
+            sim.run().unwrap();
+            emit!(kind::SSE_CLOSED, gen = 4u64, reason = "after");
+        });
+        let mut hosts: Vec<(String, String)> = recorder
+            .take()
+            .into_iter()
+            .map(|e| (e.host, e.fields[0].1.to_string()))
+            .collect();
+        hosts.sort();
+        let expected = [("?", "2"), ("client", "3"), ("server", "1"), ("sim", "4")];
+        let expected: Vec<(String, String)> =
+            expected.iter().map(|(h, g)| (h.to_string(), g.to_string())).collect();
+        assert_eq!(hosts, expected);
+        assert_eq!(recorder.hosts(), 2, "only announced hosts count");
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub fn run_with(scenario: &Scenario, options: RunOptions) -> Outcome {
     });
     let trace = Trace { events: recorder.take() };
     stats.events = trace.events.len() as u64;
+    stats.hosts = recorder.hosts();
     let mut violations = check(scenario, &trace);
     violations.extend(failure);
     Outcome { trace, violations, stats }
@@ -63,7 +64,8 @@ pub fn check(scenario: &Scenario, trace: &Trace) -> Vec<Violation> {
     })
 }
 
-fn build_sim<'a>(scenario: &Scenario) -> turmoil::Sim<'a> {
+/// The simulation a scenario runs in, before any host is added.
+pub fn build_sim<'a>(scenario: &Scenario) -> turmoil::Sim<'a> {
     let params = &scenario.sim;
     let mut builder = turmoil::Builder::new();
     builder

@@ -109,6 +109,8 @@ pub struct Stats {
     pub steps: u64,
     pub virtual_ms: u64,
     pub events: u64,
+    /// Hosts in the simulation (clients included).
+    pub hosts: usize,
 }
 
 /// What [`run`](crate::runner::run) returns.

@@ -107,14 +107,16 @@ impl Driver {
         let close = Rc::new(Notify::new());
         let (agent_ends, bridge_ends) = stdio::pipes();
         let (steps, knobs) = (scenario.gateway.clone(), gateway_knobs.clone());
-        sim.host(host::GATEWAY, move || {
+        family::host(sim, host::GATEWAY, move || {
             gateway::run(steps.clone(), knobs.clone(), CLOCK_BASE_MS)
         });
-        sim.client(
+        family::client(
+            sim,
             host::BRIDGE,
             bridge::run(config, bridge_ends, close.clone()),
         );
-        sim.client(
+        family::client(
+            sim,
             host::AGENT,
             agent::run(scenario.agent.clone(), agent_ends, agent_knobs.clone()),
         );

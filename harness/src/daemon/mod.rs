@@ -106,17 +106,17 @@ impl Driver {
         let daemon_knobs = DaemonKnobs::shared();
         let cli_knobs = Arc::new(Mutex::new(CliKnobs::default()));
         let (knobs, tokens) = (mcp_knobs.clone(), issued.clone());
-        sim.host(host::MCP, move || mcp::run(knobs.clone(), tokens.clone()));
+        family::host(sim, host::MCP, move || mcp::run(knobs.clone(), tokens.clone()));
         let oauth_seed = derive(seed, "oauth");
-        sim.host(host::OAUTH, move || oauth::run(oauth_seed, issued.clone()));
+        family::host(sim, host::OAUTH, move || oauth::run(oauth_seed, issued.clone()));
         let knobs = browser_knobs.clone();
-        sim.host(host::BROWSER, move || browser::run(knobs.clone()));
+        family::host(sim, host::BROWSER, move || browser::run(knobs.clone()));
         let config = DaemonConfig {
             rules,
             seed: derive(seed, "daemon"),
         };
         let (knobs, table) = (daemon_knobs.clone(), machine.clone());
-        sim.host(host::DAEMON, move || {
+        family::host(sim, host::DAEMON, move || {
             process::supervise(table.clone(), config.clone(), knobs.clone())
         });
         let cli = Cli {
@@ -124,7 +124,7 @@ impl Driver {
             machine: machine.clone(),
             knobs: cli_knobs.clone(),
         };
-        sim.client(host::CLI, client::run(cli, scenario.invocations.clone()));
+        family::client(sim, host::CLI, client::run(cli, scenario.invocations.clone()));
         Self {
             scenario: scenario.clone(),
             mcp: mcp_knobs,

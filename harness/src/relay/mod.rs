@@ -118,13 +118,13 @@ impl Driver {
         let close_stdin = Rc::new(Notify::new());
         let (client_ends, server_ends) = stdio::pipes();
         let relayer_knobs = knobs.clone();
-        sim.host(host::RELAYER, move || {
+        family::host(sim, host::RELAYER, move || {
             relayer::run(relayer_config.clone(), relayer_knobs.clone(), durable.clone())
         });
-        sim.client(host::BRIDGE, bridge::run(bridge_config, server_ends));
+        family::client(sim, host::BRIDGE, bridge::run(bridge_config, server_ends));
         let client_seed = derive(seed, "client");
         let script = scenario.script.clone();
-        sim.client(host::CLIENT, client::run(script, client_ends, close_stdin.clone(), client_seed));
+        family::client(sim, host::CLIENT, client::run(script, client_ends, close_stdin.clone(), client_seed));
         Self { scenario: scenario.clone(), knobs, close_stdin }
     }
 
