@@ -1,7 +1,7 @@
 //! Validates MCP JSON-RPC messages against the official, embedded MCP 2025-11-25 JSON Schema.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use jsonschema::Validator;
 use serde_json::{Map, Value};
@@ -38,7 +38,16 @@ pub struct McpSchema {
     /// Client request methods whose params accept `task` (task augmentation): their result may be
     /// a `CreateTaskResult` instead.
     task_augmentable: BTreeSet<&'static str>,
+    /// Verdicts already reached, by `(def, prefix, instance)`: a simulation sends the same
+    /// messages over and over (initialize, the same pages), and validating is the checkers'
+    /// largest cost. Cleared when it reaches [`MEMO_CAP`] entries.
+    memo: Mutex<BTreeMap<(&'static str, String), Verdict>>,
 }
+
+type Verdict = Result<(), String>;
+
+/// The most verdicts [`McpSchema`] keeps.
+const MEMO_CAP: usize = 4_096;
 
 impl Default for McpSchema {
     fn default() -> Self {
@@ -73,6 +82,7 @@ impl McpSchema {
             server_notifications: method_map("ServerNotification"),
             results,
             task_augmentable,
+            memo: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -180,7 +190,29 @@ impl McpSchema {
 
     /// Validate `instance` (found at `prefix` inside the message) against `$defs/<def>`.
     fn check(&self, def: &str, instance: &Value, prefix: &str) -> Result<(), String> {
-        match self.validator(def).validate(instance) {
+        let (def, _) = self.validators.get_key_value(def).unwrap_or_else(|| no_def(def));
+        let key = (*def, format!("{prefix}\u{0}{instance}"));
+        let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(verdict) = memo.get(&key) {
+            return verdict.clone();
+        }
+        let verdict = self.validate(def, instance, prefix);
+        if memo.len() >= MEMO_CAP {
+            memo.clear();
+        }
+        memo.insert(key, verdict.clone());
+        verdict
+    }
+
+    /// [`Self::check`] without the memo.
+    fn validate(&self, def: &str, instance: &Value, prefix: &str) -> Result<(), String> {
+        let validator = self.validator(def);
+        // `is_valid` skips the error bookkeeping: several times faster on the valid messages
+        // that are nearly all of them.
+        if validator.is_valid(instance) {
+            return Ok(());
+        }
+        match validator.validate(instance) {
             Ok(()) => Ok(()),
             Err(error) => {
                 let path = format!("{prefix}{}", error.instance_path().as_str());
@@ -201,12 +233,13 @@ impl McpSchema {
 
     /// The validator for `$defs/<def>`, compiled on first use.
     fn validator(&self, def: &str) -> &Validator {
-        let slot = self
-            .validators
-            .get(def)
-            .unwrap_or_else(|| panic!("MCP schema has no $defs entry {def:?}"));
+        let slot = self.validators.get(def).unwrap_or_else(|| no_def(def));
         slot.get_or_init(|| compile_def(def))
     }
+}
+
+fn no_def(def: &str) -> ! {
+    panic!("MCP schema has no $defs entry {def:?}")
 }
 
 /// The schema's `$defs` object.
@@ -296,7 +329,7 @@ fn params_accept_task(request: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::McpSchema;
+    use super::{McpSchema, MEMO_CAP};
     use serde_json::json;
 
     fn assert_err_names(result: Result<(), String>, def: &str) {
@@ -509,6 +542,30 @@ mod tests {
         let error = McpSchema::new().validate_client_message(&msg);
         assert_err_names(error.clone(), "InitializeRequest");
         assert!(error.unwrap_err().contains("protocolVersion"));
+    }
+
+    #[test]
+    fn schema_memo_gives_the_first_verdict_again_and_stays_bounded() {
+        let schema = McpSchema::new();
+        let request = |id: usize, version: Option<&str>| {
+            let mut params = json!({"capabilities": {}, "clientInfo": {"name": "c", "version": "1"}});
+            if let Some(version) = version {
+                params["protocolVersion"] = json!(version);
+            }
+            json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": params})
+        };
+        let bad = request(1, None);
+        let first = schema.validate_client_message(&bad);
+        assert!(first.is_err());
+        assert_eq!(schema.validate_client_message(&bad), first, "a remembered failure passed");
+        let good = request(1, Some("2025-11-25"));
+        assert_eq!(schema.validate_client_message(&good), Ok(()));
+        assert_eq!(schema.validate_client_message(&good), Ok(()));
+        for id in 0..=MEMO_CAP {
+            assert_eq!(schema.validate_client_message(&request(id, Some("2025-11-25"))), Ok(()));
+        }
+        assert!(schema.memo.lock().unwrap().len() <= MEMO_CAP);
+        assert_eq!(schema.validate_client_message(&bad), first, "a failure forgotten and retold differs");
     }
 
     #[test]
