@@ -11,6 +11,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
@@ -38,19 +39,44 @@ fn other(err: impl std::fmt::Display) -> io::Error {
     io::Error::other(err.to_string())
 }
 
-/// Open a connection and send one request; the connection task lives as long as the result.
+/// An open HTTP/1.1 connection: one request after another can go over it (keep-alive). Its
+/// task lives as long as this value.
+#[derive(Debug)]
+pub struct Connection {
+    sender: SendRequest<Full<Bytes>>,
+    _task: AbortOnDrop,
+}
+
+impl Connection {
+    pub async fn open(host: &str, port: u16) -> io::Result<Self> {
+        let stream = TcpStream::connect((host, port)).await?;
+        let (sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(other)?;
+        let task = spawn_owned(async move {
+            let _ = conn.await;
+        });
+        Ok(Self { sender, _task: task })
+    }
+}
+
+/// Send one request over `reused` if it is still open, else over a new connection; the
+/// response and the connection it came over.
 async fn send(
     host: &str,
     port: u16,
     request: Request<Full<Bytes>>,
-) -> io::Result<(Response<Incoming>, AbortOnDrop)> {
-    let stream = TcpStream::connect((host, port)).await?;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(other)?;
-    let conn = spawn_owned(async move {
-        let _ = conn.await;
-    });
-    let response = sender.send_request(request).await.map_err(other)?;
+    reused: Option<Connection>,
+) -> io::Result<(Response<Incoming>, Connection)> {
+    let request = match reused.filter(|conn| !conn.sender.is_closed()) {
+        Some(mut conn) => match conn.sender.try_send_request(request).await {
+            Ok(response) => return Ok((response, conn)),
+            // The server closed the connection before the request went out: a new one.
+            Err(mut error) => error.take_message().ok_or_else(|| other(error.into_error()))?,
+        },
+        None => request,
+    };
+    let mut conn = Connection::open(host, port).await?;
+    let response = conn.sender.send_request(request).await.map_err(other)?;
     Ok((response, conn))
 }
 
@@ -77,7 +103,7 @@ pub async fn post_json(
         builder = builder.header("idempotency-key", key);
     }
     let request = builder.body(Full::new(Bytes::from(body))).map_err(other)?;
-    let (response, _conn) = send(target.0, target.1, request).await?;
+    let (response, _conn) = send(target.0, target.1, request, None).await?;
     let status = response.status().as_u16();
     response.into_body().collect().await.map_err(other)?;
     Ok(status)
@@ -86,7 +112,7 @@ pub async fn post_json(
 /// An open streaming response body.
 pub struct Stream {
     body: Incoming,
-    _conn: AbortOnDrop,
+    _conn: Connection,
 }
 
 impl Stream {
@@ -110,7 +136,7 @@ pub async fn get_stream(target: (&str, u16), path: &str, token: &str) -> io::Res
         .header("accept", "text/event-stream")
         .body(Full::new(Bytes::new()))
         .map_err(other)?;
-    let (response, conn) = send(target.0, target.1, request).await?;
+    let (response, conn) = send(target.0, target.1, request, None).await?;
     if response.status() != StatusCode::OK {
         return Err(other(format!("stream refused with HTTP {}", response.status().as_u16())));
     }
@@ -159,7 +185,8 @@ pub struct Reply {
     pub body: String,
 }
 
-/// Send one request with `headers` and `body`, and read the whole response.
+/// Send one request with `headers` and `body` over a connection of its own, and read the whole
+/// response.
 pub async fn fetch(
     target: (&str, u16),
     method: &str,
@@ -167,12 +194,25 @@ pub async fn fetch(
     headers: &[(&str, String)],
     body: String,
 ) -> io::Result<Reply> {
+    Ok(fetch_on(None, target, method, path, headers, body).await?.0)
+}
+
+/// [`fetch`] over `reused` when it is still open (else a new connection), handing back the
+/// connection for the next request when the server keeps it open.
+pub async fn fetch_on(
+    reused: Option<Connection>,
+    target: (&str, u16),
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: String,
+) -> io::Result<(Reply, Option<Connection>)> {
     let mut builder = Request::builder().method(method).uri(path).header("host", target.0);
     for (name, value) in headers {
         builder = builder.header(*name, value.as_str());
     }
     let request = builder.body(Full::new(Bytes::from(body))).map_err(other)?;
-    let (response, _conn) = send(target.0, target.1, request).await?;
+    let (response, conn) = send(target.0, target.1, request, reused).await?;
     let header = |name: &str| {
         response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
     };
@@ -180,5 +220,69 @@ pub async fn fetch(
     let status = response.status().as_u16();
     let bytes = response.into_body().collect().await.map_err(other)?.to_bytes();
     let body = String::from_utf8_lossy(&bytes).into_owned();
-    Ok(Reply { status, location, www_authenticate, body })
+    let kept = (!conn.sender.is_closed()).then_some(conn);
+    Ok((Reply { status, location, www_authenticate, body }, kept))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::time::Duration;
+
+    use hyper::service::service_fn;
+
+    use super::*;
+
+    /// A server that answers every request with the client's address, so a test can tell which
+    /// connection a request came over; with `close`, it ends each connection after one reply.
+    async fn peer_echo(close: bool) -> turmoil::Result {
+        let listener = TcpListener::bind(("0.0.0.0", 80)).await?;
+        loop {
+            let (stream, peer) = listener.accept().await?;
+            tokio::task::spawn_local(async move {
+                let service = service_fn(move |_: Request<Incoming>| async move {
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(peer.to_string()))))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(!close)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    }
+
+    /// The peers two requests in a row were seen from, the second over the first's connection.
+    fn two_requests(close: bool) -> Vec<String> {
+        let mut sim = turmoil::Builder::new().build();
+        sim.host("server", move || peer_echo(close));
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let out = seen.clone();
+        sim.client("client", async move {
+            let mut kept = None;
+            for _ in 0..2 {
+                let (reply, conn) = fetch_on(kept, ("server", 80), "GET", "/", &[], String::new()).await?;
+                out.borrow_mut().push(reply.body);
+                kept = conn;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Ok(())
+        });
+        sim.run().unwrap();
+        seen.take()
+    }
+
+    #[test]
+    fn a_kept_connection_carries_the_next_request() {
+        let peers = two_requests(false);
+        assert_eq!(peers.len(), 2);
+        assert_eq!(peers[0], peers[1], "the second request opened a new connection");
+    }
+
+    #[test]
+    fn a_connection_the_server_closed_is_replaced() {
+        let peers = two_requests(true);
+        assert_eq!(peers.len(), 2);
+        assert_ne!(peers[0], peers[1], "both requests claim the same connection");
+    }
 }
