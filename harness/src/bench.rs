@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::hunt::{self, case_seed, generate, HuntConfig, Quiet};
-use crate::runner::run;
-use crate::scenario::Family;
+use crate::runner::{build_sim, run};
+use crate::scenario::{Family, Scenario};
 use crate::token::Token;
 
 /// One family's throughput figures.
@@ -42,26 +42,22 @@ fn now() -> std::time::Instant {
     std::time::Instant::now()
 }
 
-/// Run `cases` clean cases (generation included), then bare simulations of the same shapes.
+/// Run `cases` clean cases (generation and checking included), each followed at once by a bare
+/// simulation of the same shape, so that drift in the machine's speed weighs on both sides alike.
 pub fn throughput(family: Family, cases: u64, base_seed: u64) -> Throughput {
-    let started = now();
-    let mut shapes = Vec::new();
+    let (mut wall, mut bare_wall) = (Duration::ZERO, Duration::ZERO);
     let mut virtual_ms = 0;
     for index in 0..cases {
+        let started = now();
         let token = Token::new(family, &[], case_seed(base_seed, index)).expect("no switches");
         let scenario = generate(&token).current();
         let outcome = run(&scenario);
-        let hosts: std::collections::BTreeSet<&str> =
-            outcome.trace.events.iter().map(|e| e.host.as_str()).filter(|h| *h != "sim").collect();
-        shapes.push((hosts.len(), scenario.sim.tick_ms, outcome.stats.virtual_ms));
+        wall += started.elapsed();
+        let bare_started = now();
+        bare(&scenario, outcome.stats.hosts, outcome.stats.virtual_ms);
+        bare_wall += bare_started.elapsed();
         virtual_ms += outcome.stats.virtual_ms;
     }
-    let wall = started.elapsed();
-    let bare_started = now();
-    for (hosts, tick_ms, virtual_ms) in shapes {
-        bare(hosts, tick_ms, virtual_ms);
-    }
-    let bare_wall = bare_started.elapsed();
     let wall_s = wall.as_secs_f64().max(1e-9);
     Throughput {
         family: family.name().to_string(),
@@ -75,14 +71,10 @@ pub fn throughput(family: Family, cases: u64, base_seed: u64) -> Throughput {
     }
 }
 
-/// A bare turmoil simulation: `hosts` idle hosts stepped for `virtual_ms` at `tick_ms`.
-fn bare(hosts: usize, tick_ms: u64, virtual_ms: u64) {
-    let mut sim = turmoil::Builder::new()
-        .rng_seed(1)
-        .epoch(std::time::UNIX_EPOCH + Duration::from_secs(1_767_225_600))
-        .tick_duration(Duration::from_millis(tick_ms))
-        .simulation_duration(Duration::from_millis(virtual_ms + 10 * tick_ms))
-        .build();
+/// A bare turmoil simulation: the scenario's own simulation (same builder: tick, latency, host
+/// order), with `hosts` idle hosts stepped for `virtual_ms`, and no recorder.
+fn bare(scenario: &Scenario, hosts: usize, virtual_ms: u64) {
+    let mut sim = build_sim(scenario);
     for host in 0..hosts {
         sim.host(format!("h{host}"), || async {
             loop {
@@ -98,7 +90,11 @@ fn bare(hosts: usize, tick_ms: u64, virtual_ms: u64) {
 }
 
 /// Cases-to-detect for every switch of `family`, over `seeds` base seeds.
+/// `seeds == 0` measures nothing and returns no rows.
 pub fn detection(family: Family, seeds: u64, budget: u64, threads: usize) -> Vec<Detection> {
+    if seeds == 0 {
+        return Vec::new();
+    }
     family
         .switches()
         .iter()

@@ -82,7 +82,7 @@ enum Command {
         /// Clean cases per family for throughput.
         #[arg(long, default_value_t = 200)]
         cases: u64,
-        /// Base seeds for cases-to-detect.
+        /// Base seeds for cases-to-detect (0 skips detection).
         #[arg(long, default_value_t = 5)]
         seeds: u64,
         /// Where to write the figures as JSON.
