@@ -68,6 +68,9 @@ pub struct Facts<'a> {
     pub clock_base_ms: u64,
     pub session: String,
     pub tracked: Vec<Tracked>,
+    /// Indices into `tracked` by `(map, id)`, in tracking order: reads name many ids, and a
+    /// scan of every tracked entry per id made this checker quadratic.
+    by_key: BTreeMap<(String, String), Vec<usize>>,
     /// The bridge clock when the trace ends (or the bridge exited).
     pub end_ms: u64,
 }
@@ -92,6 +95,7 @@ impl<'a> Facts<'a> {
             clock_base_ms,
             session: spec.map(|e| e.text("session")).unwrap_or_default(),
             tracked: Vec::new(),
+            by_key: BTreeMap::new(),
             end_ms: clock_base_ms + exit.map_or(0, |e| e.at_ms),
         };
         facts.track_entries();
@@ -118,6 +122,7 @@ impl<'a> Facts<'a> {
                     let tracked_at_ms = event.num("now_ms");
                     let raw = int(event, "raw_expires_at_ms");
                     live.insert(key.clone(), self.tracked.len());
+                    self.by_key.entry(key.clone()).or_default().push(self.tracked.len());
                     self.tracked.push(Tracked {
                         index,
                         expiry_ms: self.expiry(&key.0, tracked_at_ms, raw),
@@ -146,11 +151,10 @@ impl<'a> Facts<'a> {
 
     /// The entry of `(map, id)` live at event `index`, if any.
     fn live_at(&self, map: &str, id: &str, index: usize) -> Option<&Tracked> {
-        self.tracked.iter().rev().find(|t| {
-            t.map == map
-                && t.id == id
-                && t.index < index
-                && t.removed.is_none_or(|(at, _)| at > index)
+        let key = (map.to_string(), id.to_string());
+        let entries = self.by_key.get(&key)?;
+        entries.iter().rev().map(|&entry| &self.tracked[entry]).find(|t| {
+            t.index < index && t.removed.is_none_or(|(at, _)| at > index)
         })
     }
 
