@@ -21,7 +21,7 @@ use super::upstream::UpstreamError;
 use super::{pkce, port, BROWSER_PORT, CALLBACK_BASE, MCP_PORT};
 use crate::emit;
 use crate::events::{host, kind};
-use crate::net::{http, url};
+use crate::net::url;
 
 /// Codes that arrived at the redirect listener, by OAuth `state`.
 #[derive(Debug, Default)]
@@ -100,7 +100,7 @@ struct Endpoints {
 }
 
 async fn flow(ctx: &Rc<Ctx>, verifier: &str, state: &str) -> Result<String, UpstreamError> {
-    let endpoints = discover().await?;
+    let endpoints = discover(ctx).await?;
     let redirect_uri = format!(
         "http://{}:{}/callback",
         host::DAEMON,
@@ -117,14 +117,10 @@ async fn flow(ctx: &Rc<Ctx>, verifier: &str, state: &str) -> Result<String, Upst
         ("state", state),
     ]);
     let authorize_url = format!("{}?{query}", endpoints.authorize);
-    let opened = http::fetch(
-        (host::BROWSER, BROWSER_PORT),
-        "POST",
-        "/open",
-        &[],
-        authorize_url,
-    )
-    .await;
+    let opened = ctx
+        .http
+        .fetch((host::BROWSER, BROWSER_PORT), "POST", "/open", &[], authorize_url)
+        .await;
     opened.map_err(|e| failed("browser")(e.to_string()))?;
     let code = wait_for_code(ctx, state).await;
     let body = url::form(&[
@@ -134,7 +130,7 @@ async fn flow(ctx: &Rc<Ctx>, verifier: &str, state: &str) -> Result<String, Upst
         ("client_id", &client_id),
         ("code_verifier", verifier),
     ]);
-    let reply = get_json(&endpoints.token, "POST", body).await?;
+    let reply = get_json(ctx, &endpoints.token, "POST", body).await?;
     reply
         .get("access_token")
         .and_then(Value::as_str)
@@ -154,17 +150,18 @@ async fn wait_for_code(ctx: &Ctx, state: &str) -> String {
 }
 
 /// RFC 9728 then RFC 8414: from the MCP server to its authorization server's endpoints.
-async fn discover() -> Result<Endpoints, UpstreamError> {
+async fn discover(ctx: &Ctx) -> Result<Endpoints, UpstreamError> {
     let resource_url = format!(
         "http://{}:{MCP_PORT}/.well-known/oauth-protected-resource",
         host::MCP
     );
-    let resource = get_json(&resource_url, "GET", String::new()).await?;
+    let resource = get_json(ctx, &resource_url, "GET", String::new()).await?;
     let issuer = resource
         .pointer("/authorization_servers/0")
         .and_then(Value::as_str);
     let issuer = issuer.ok_or_else(|| failed("discovery")("no authorization server".into()))?;
     let metadata = get_json(
+        ctx,
         &format!("{issuer}/.well-known/oauth-authorization-server"),
         "GET",
         String::new(),
@@ -200,7 +197,7 @@ async fn register(
         "response_types": ["code"],
         "token_endpoint_auth_method": "none"
     });
-    let reply = get_json(&endpoints.register, "POST", body.to_string()).await?;
+    let reply = get_json(ctx, &endpoints.register, "POST", body.to_string()).await?;
     let client_id = reply.get("client_id").and_then(Value::as_str);
     let client_id = client_id
         .ok_or_else(|| failed("registration")(reply.to_string()))?
@@ -210,7 +207,12 @@ async fn register(
 }
 
 /// A request to an absolute URL whose answer is a JSON object; an OAuth error body fails.
-async fn get_json(target_url: &str, method: &str, body: String) -> Result<Value, UpstreamError> {
+async fn get_json(
+    ctx: &Ctx,
+    target_url: &str,
+    method: &str,
+    body: String,
+) -> Result<Value, UpstreamError> {
     let target = url::parse(target_url).ok_or_else(|| failed("url")(target_url.to_string()))?;
     let content_type = if body.starts_with('{') {
         "application/json"
@@ -218,14 +220,10 @@ async fn get_json(target_url: &str, method: &str, body: String) -> Result<Value,
         "application/x-www-form-urlencoded"
     };
     let headers = [("content-type", content_type.to_string())];
-    let reply = http::fetch(
-        (&target.host, target.port),
-        method,
-        &target.target,
-        &headers,
-        body,
-    )
-    .await;
+    let reply = ctx
+        .http
+        .fetch((&target.host, target.port), method, &target.target, &headers, body)
+        .await;
     let reply = reply.map_err(|e| failed("request")(e.to_string()))?;
     let value: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
     if !(200..300).contains(&reply.status) {

@@ -134,7 +134,7 @@ async fn list_tools(ctx: &Rc<Ctx>, request: &Request) -> Result<Value, Failure> 
 async fn fixed(ctx: &Rc<Ctx>, request: &Request, admitted: Instant) -> Result<Value, Failure> {
     let work = async {
         if request.method == "closeServer" {
-            ctx.state.borrow_mut().upstream.close();
+            upstream::close(ctx);
             return Ok(json!({"closed": true}));
         }
         let oauth_bound_ms = ctx.rules.timing.oauth_timeout_ms;

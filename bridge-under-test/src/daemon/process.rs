@@ -36,6 +36,9 @@ pub struct Ctx {
     pub knobs: SharedDaemonKnobs,
     pub callbacks: SharedCallbacks,
     pub state: RefCell<ProcessState>,
+    /// The process's HTTP connections to the MCP and authorization servers, kept open between
+    /// requests.
+    pub http: http::Pool,
     /// Notified when a `stop` has been answered.
     pub stop: Notify,
     /// Milliseconds since the daemon host booted, for the metadata's `startedAt`.
@@ -109,6 +112,7 @@ fn launch(
         knobs: knobs.clone(),
         callbacks: authorize::callbacks(),
         state: RefCell::new(state),
+        http: http::Pool::default(),
         stop: Notify::new(),
         started_at,
         fingerprint,

@@ -25,20 +25,18 @@ pub enum UpstreamError {
 pub struct Session {
     pub token: Option<String>,
     pub initialized: bool,
-    /// Open HTTP connections to the server between requests (keep-alive); concurrent requests
-    /// each take one, or open another.
-    idle: Vec<http::Connection>,
     /// The client id from dynamic registration, reused by later flows.
     pub client_id: Option<String>,
     next_id: u64,
 }
 
 impl Session {
-    /// `closeServer`: drop the warm connection (the token stays).
-    pub fn close(&mut self) {
-        self.initialized = false;
-        self.idle.clear();
-    }
+}
+
+/// `closeServer`: drop the warm connection, its open HTTP connections with it (the token stays).
+pub fn close(ctx: &Ctx) {
+    ctx.state.borrow_mut().upstream.initialized = false;
+    ctx.http.close((host::MCP, MCP_PORT));
 }
 
 /// What an HTTP exchange with the server gave.
@@ -137,11 +135,8 @@ async fn post(ctx: &Ctx, msg: Value) -> Result<http::Reply, UpstreamError> {
     if let Some(token) = ctx.state.borrow().upstream.token.clone() {
         headers.push(("authorization", format!("Bearer {token}")));
     }
-    let reused = ctx.state.borrow_mut().upstream.idle.pop();
-    let target = (host::MCP, MCP_PORT);
-    let (reply, kept) = http::fetch_on(reused, target, "POST", "/mcp", &headers, msg.to_string())
+    ctx.http
+        .fetch((host::MCP, MCP_PORT), "POST", "/mcp", &headers, msg.to_string())
         .await
-        .map_err(|e| UpstreamError::Failed(format!("MCP server unreachable: {e}")))?;
-    ctx.state.borrow_mut().upstream.idle.extend(kept);
-    Ok(reply)
+        .map_err(|e| UpstreamError::Failed(format!("MCP server unreachable: {e}")))
 }

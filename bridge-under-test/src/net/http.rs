@@ -2,6 +2,8 @@
 //! streaming GET) and the relayer's accept loop. hyper's automatic `Date` header is off: it
 //! reads the wall clock.
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
@@ -185,6 +187,36 @@ pub struct Reply {
     pub body: String,
 }
 
+/// Kept-alive connections by server, for a client that talks to several: a request takes an
+/// idle connection to its server (or opens one) and gives it back when the server kept it open.
+#[derive(Debug, Default)]
+pub struct Pool(RefCell<BTreeMap<(String, u16), Vec<Connection>>>);
+
+impl Pool {
+    /// [`fetch`] over a kept connection to `target` when there is one.
+    pub async fn fetch(
+        &self,
+        target: (&str, u16),
+        method: &str,
+        path: &str,
+        headers: &[(&str, String)],
+        body: String,
+    ) -> io::Result<Reply> {
+        let key = (target.0.to_string(), target.1);
+        let reused = self.0.borrow_mut().get_mut(&key).and_then(Vec::pop);
+        let (reply, kept) = fetch_on(reused, target, method, path, headers, body).await?;
+        if let Some(conn) = kept {
+            self.0.borrow_mut().entry(key).or_default().push(conn);
+        }
+        Ok(reply)
+    }
+
+    /// Close the idle connections to `target`.
+    pub fn close(&self, target: (&str, u16)) {
+        self.0.borrow_mut().remove(&(target.0.to_string(), target.1));
+    }
+}
+
 /// Send one request with `headers` and `body` over a connection of its own, and read the whole
 /// response.
 pub async fn fetch(
@@ -199,7 +231,7 @@ pub async fn fetch(
 
 /// [`fetch`] over `reused` when it is still open (else a new connection), handing back the
 /// connection for the next request when the server keeps it open.
-pub async fn fetch_on(
+async fn fetch_on(
     reused: Option<Connection>,
     target: (&str, u16),
     method: &str,
@@ -252,18 +284,17 @@ mod tests {
         }
     }
 
-    /// The peers two requests in a row were seen from, the second over the first's connection.
+    /// The peers two requests in a row through one pool were seen from.
     fn two_requests(close: bool) -> Vec<String> {
         let mut sim = turmoil::Builder::new().build();
         sim.host("server", move || peer_echo(close));
         let seen = Rc::new(RefCell::new(Vec::new()));
         let out = seen.clone();
         sim.client("client", async move {
-            let mut kept = None;
+            let pool = Pool::default();
             for _ in 0..2 {
-                let (reply, conn) = fetch_on(kept, ("server", 80), "GET", "/", &[], String::new()).await?;
+                let reply = pool.fetch(("server", 80), "GET", "/", &[], String::new()).await?;
                 out.borrow_mut().push(reply.body);
-                kept = conn;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Ok(())
