@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::hunt::{self, case_seed, generate, HuntConfig, Quiet};
-use crate::runner::{build_sim, run};
+use crate::runner::{build_sim, run, simulate_unrecorded};
 use crate::scenario::{Family, Scenario};
 use crate::token::Token;
 
@@ -25,6 +25,12 @@ pub struct Throughput {
     pub acceleration: f64,
     /// Our scenarios per second over bare turmoil's for the same shapes (1.0 = no overhead).
     pub bare_ratio: f64,
+    /// Wall seconds of the same scenarios' simulations alone: the same hosts, software and
+    /// faults, with nothing recorded and nothing checked.
+    pub software_wall_s: f64,
+    /// Our scenarios per second over that of the simulations alone: the share of a run that is
+    /// the simulated software and the engine, not the harness (generation, recording, checking).
+    pub harness_ratio: f64,
 }
 
 /// Cases-to-detect for one switch over several base seeds (`None`: not found in the budget).
@@ -43,9 +49,10 @@ fn now() -> std::time::Instant {
 }
 
 /// Run `cases` clean cases (generation and checking included), each followed at once by a bare
-/// simulation of the same shape, so that drift in the machine's speed weighs on both sides alike.
+/// simulation of the same shape and by its simulation alone, so that drift in the machine's
+/// speed weighs on all three alike.
 pub fn throughput(family: Family, cases: u64, base_seed: u64) -> Throughput {
-    let (mut wall, mut bare_wall) = (Duration::ZERO, Duration::ZERO);
+    let (mut wall, mut bare_wall, mut software_wall) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let mut virtual_ms = 0;
     for index in 0..cases {
         let started = now();
@@ -56,6 +63,9 @@ pub fn throughput(family: Family, cases: u64, base_seed: u64) -> Throughput {
         let bare_started = now();
         bare(&scenario, outcome.stats.hosts, outcome.stats.virtual_ms);
         bare_wall += bare_started.elapsed();
+        let software_started = now();
+        simulate_unrecorded(&scenario);
+        software_wall += software_started.elapsed();
         virtual_ms += outcome.stats.virtual_ms;
     }
     let wall_s = wall.as_secs_f64().max(1e-9);
@@ -68,6 +78,8 @@ pub fn throughput(family: Family, cases: u64, base_seed: u64) -> Throughput {
         scenarios_per_s: cases as f64 / wall_s,
         acceleration: virtual_ms as f64 / 1000.0 / wall_s,
         bare_ratio: bare_wall.as_secs_f64() / wall_s,
+        software_wall_s: software_wall.as_secs_f64(),
+        harness_ratio: software_wall.as_secs_f64() / wall_s,
     }
 }
 

@@ -290,8 +290,12 @@ fn bench_command(family: Option<String>, cases: u64, seeds: u64, json: &std::pat
     for family in families(family, &[])? {
         let figure = bench::throughput(family, cases, 0xBE4C);
         println!(
-            "bench {} scenarios_per_s={:.1} acceleration={:.0}x bare_ratio={:.2}",
-            figure.family, figure.scenarios_per_s, figure.acceleration, figure.bare_ratio
+            "bench {} scenarios_per_s={:.1} acceleration={:.0}x bare_ratio={:.2} harness_ratio={:.2}",
+            figure.family,
+            figure.scenarios_per_s,
+            figure.acceleration,
+            figure.bare_ratio,
+            figure.harness_ratio
         );
         figures.push(figure);
         for detection in bench::detection(family, seeds, 256, threads) {

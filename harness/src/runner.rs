@@ -56,6 +56,12 @@ pub fn run_with(scenario: &Scenario, options: RunOptions) -> Outcome {
     Outcome { trace, violations, stats }
 }
 
+/// Only the simulation of a scenario (hosts, faults, heal), with nothing recorded and no checker:
+/// what the harness adds on top of the simulated software is `run` minus this.
+pub fn simulate_unrecorded(scenario: &Scenario) -> Stats {
+    simulate(scenario, &Recorder::default(), RunOptions::default()).0
+}
+
 /// Run the family's checkers over a trace (also usable on a saved trace).
 pub fn check(scenario: &Scenario, trace: &Trace) -> Vec<Violation> {
     SCHEMA.with(|cell| {
