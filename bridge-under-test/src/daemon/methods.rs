@@ -55,10 +55,15 @@ fn status(ctx: &Ctx) -> Value {
     status
 }
 
-/// A `stop` addressed to another pid is refused. Records what the stop found in flight.
+/// A `stop` addressed to another pid is refused, and so is one sent `ifIdle` while other
+/// requests are in flight: the client drained before sending it, but work admitted since its
+/// last probe makes that check stale, and only the daemon can check and act at once.
+/// Records what the stop found in flight.
 fn stop(ctx: &Ctx, request: &Request) -> Result<Value, Failure> {
     let addressed = request.params.get("pid").and_then(Value::as_u64);
-    let refused = addressed.is_some_and(|pid| pid != ctx.pid);
+    let if_idle = request.params.get("ifIdle").and_then(Value::as_bool) == Some(true);
+    let busy = if_idle && others(ctx) > 0;
+    let refused = addressed.is_some_and(|pid| pid != ctx.pid) || busy;
     emit!(
         kind::DAEMON_STOP,
         pid = ctx.pid,
@@ -68,6 +73,10 @@ fn stop(ctx: &Ctx, request: &Request) -> Result<Value, Failure> {
         refused
     );
     match addressed {
+        _ if busy => Err(Failure::new(
+            code::RUNTIME_ERROR,
+            format!("stop refused: {} other requests in flight", others(ctx)),
+        )),
         Some(pid) if refused => Err(Failure::new(
             code::RUNTIME_ERROR,
             format!("stop for pid {pid} refused by pid {}", ctx.pid),

@@ -71,6 +71,16 @@ impl Decision {
     }
 }
 
+/// What became of a `stop`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    Accepted,
+    /// Refused: work arrived since the drain's last probe (or the pid was not the daemon's).
+    Refused,
+    /// No answer: the daemon may be going anyway.
+    Silent,
+}
+
 /// How a drain ended.
 enum Drain {
     Idle,
@@ -150,29 +160,44 @@ async fn guarded(who: &Who<'_>, meant: u64) -> Decision {
         // The regression: a peer's daemon with old config is taken for the one to replace.
         target = live.pid;
     }
-    if let Some(first) = first.filter(|_| !bugs.stop_without_drain) {
-        match drain(who, target, first).await {
-            Drain::Idle | Drain::Gone => {}
-            Drain::Peer => return Decision::PeerMidDrain,
-            Drain::Busy => {
-                return Decision::Refused(format!(
-                    "daemon pid {target} still has requests in flight after {DRAIN_TIMEOUT_MS} \
-                     ms of draining; it was left running and not replaced"
-                ))
+    match first.filter(|_| !bugs.stop_without_drain) {
+        // The stop says `ifIdle`: a daemon that took work since the last probe refuses it, and
+        // the drain goes on, all within one drain timeout.
+        Some(first) => {
+            let (mut status, mut drained_ms) = (Some(first), 0);
+            loop {
+                match drain(who, target, status, &mut drained_ms).await {
+                    Drain::Idle | Drain::Gone => {}
+                    Drain::Peer => return Decision::PeerMidDrain,
+                    Drain::Busy => {
+                        return Decision::Refused(format!(
+                            "daemon pid {target} still has requests in flight after \
+                             {DRAIN_TIMEOUT_MS} ms of draining; it was left running and not \
+                             replaced"
+                        ))
+                    }
+                }
+                if stop(who, meant, target, true).await != Stopped::Refused {
+                    break;
+                }
+                seam::sleep_ms(POLL_MS).await;
+                drained_ms += POLL_MS;
+                status = probe(who, target).await;
             }
         }
+        None => {
+            stop(who, meant, target, false).await;
+        }
     }
-    stop(who, meant, target).await;
     wait_gone(who, target).await;
     launch_locked(who).await;
     Decision::Done
 }
 
-/// Poll `status` every [`POLL_MS`] until the daemon has nothing else in flight.
-async fn drain(who: &Who<'_>, target: u64, first: Status) -> Drain {
+/// Poll `status` every [`POLL_MS`] until the daemon has nothing else in flight, for at most
+/// [`DRAIN_TIMEOUT_MS`] counted in `waited` across the drains of one replacement.
+async fn drain(who: &Who<'_>, target: u64, mut status: Option<Status>, waited: &mut u64) -> Drain {
     let filtered = who.cli.rules.bugs.pid_filtered_drain_probe;
-    let mut status = Some(first);
-    let mut waited = 0;
     loop {
         match &status {
             // The regression: the filtered probe sees no daemon with that pid and calls it idle.
@@ -182,11 +207,11 @@ async fn drain(who: &Who<'_>, target: u64, first: Status) -> Drain {
             Some(s) if s.active == Some(0) => return Drain::Idle,
             Some(_) => {}
         }
-        if waited >= DRAIN_TIMEOUT_MS {
+        if *waited >= DRAIN_TIMEOUT_MS {
             return Drain::Busy;
         }
         seam::sleep_ms(POLL_MS).await;
-        waited += POLL_MS;
+        *waited += POLL_MS;
         status = probe(who, target).await;
         if filtered {
             status = status.filter(|s| s.pid == target);
@@ -218,15 +243,17 @@ async fn probe(who: &Who<'_>, target: u64) -> Option<Status> {
 }
 
 /// `stop` addressed to `target` on its own socket (the regressed drain sends it unaddressed to
-/// whatever daemon the metadata names).
-async fn stop(who: &Who<'_>, meant: u64, target: u64) {
+/// whatever daemon the metadata names), `ifIdle` after a drain.
+async fn stop(who: &Who<'_>, meant: u64, target: u64, if_idle: bool) -> Stopped {
     let (socket, addressed) = if who.cli.rules.bugs.pid_filtered_drain_probe {
         let metadata = who.cli.machine.metadata();
         (metadata.map(|m| m.socket), None)
     } else {
         (Some(port(SOCKET_BASE, target)), Some(target))
     };
-    let Some(socket) = socket else { return };
+    let Some(socket) = socket else {
+        return Stopped::Silent;
+    };
     let id = next_id(who, "stop");
     emit!(
         kind::CLI_STOP,
@@ -235,8 +262,15 @@ async fn stop(who: &Who<'_>, meant: u64, target: u64) {
         target = meant,
         addressed = addressed.unwrap_or(0)
     );
-    let params = addressed.map_or_else(|| json!({}), |pid| json!({ "pid": pid }));
-    let _ = exchange(who, socket, &id, "stop", params).await;
+    let mut params = addressed.map_or_else(|| json!({}), |pid| json!({ "pid": pid }));
+    if if_idle {
+        params["ifIdle"] = json!(true);
+    }
+    match exchange(who, socket, &id, "stop", params).await {
+        Some(Ok(_)) => Stopped::Accepted,
+        Some(Err(_)) => Stopped::Refused,
+        None => Stopped::Silent,
+    }
 }
 
 /// Wait for `pid` to go, killing it if it will not.
@@ -305,17 +339,18 @@ fn next_id(who: &Who<'_>, method: &str) -> String {
 
 async fn control(who: &Who<'_>, socket: u16, method: &str, params: Value) -> Option<Value> {
     let id = next_id(who, method);
-    exchange(who, socket, &id, method, params).await
+    exchange(who, socket, &id, method, params).await?.ok()
 }
 
-/// One control request (`status`, `stop`) with the status budget and no frames.
+/// One control request (`status`, `stop`) with the status budget and no frames: its result or
+/// its error `(code, message)`, `None` without an answer.
 async fn exchange(
     who: &Who<'_>,
     socket: u16,
     id: &str,
     method: &str,
     params: Value,
-) -> Option<Value> {
+) -> Option<Result<Value, (String, String)>> {
     let request = Request {
         id: id.to_string(),
         method: method.to_string(),
@@ -333,7 +368,7 @@ async fn exchange(
         let mut lines = BufReader::new(stream).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             if let Some(Line::Response { outcome, .. }) = wire::parse_line(&line) {
-                return outcome.ok();
+                return Some(outcome);
             }
         }
         None

@@ -63,9 +63,23 @@ fn workload() -> impl Strategy<Value = Vec<Invocation>> {
     })
 }
 
+/// When an operation happens: anywhere in the span, or within a few ticks after an invocation
+/// starts, while that client is between reading the metadata and acting on it (the window a
+/// peer's swap must hit to race a replacement).
+fn moment(span_ms: u64, starts: Vec<u64>) -> BoxedStrategy<u64> {
+    if starts.is_empty() {
+        return (0..=span_ms).boxed();
+    }
+    prop_oneof![
+        1 => 0..=span_ms,
+        1 => (prop::sample::select(starts), 0u64..=80).prop_map(|(start, after)| start + after),
+    ]
+    .boxed()
+}
+
 /// A lifecycle operation near the clustered invocations.
-fn operation(kind: &'static str, span_ms: u64) -> BoxedStrategy<DaemonFault> {
-    let at = 0..=span_ms;
+fn operation(kind: &'static str, span_ms: u64, starts: Vec<u64>) -> BoxedStrategy<DaemonFault> {
+    let at = moment(span_ms, starts);
     match kind {
         "config_edit" => at
             .prop_map(|at_ms| DaemonFault::ConfigEdit { at_ms })
@@ -118,8 +132,11 @@ pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
     (profile(), timing(), workload(), 1u32..=3, 10u64..=200)
         .prop_flat_map(|(kinds, timing, invocations, pages, approval_ms)| {
             let span_ms = invocations.last().map_or(0, |i| i.at_ms) + 1_500;
-            let choices: Vec<BoxedStrategy<DaemonFault>> =
-                kinds.iter().map(|kind| operation(kind, span_ms)).collect();
+            let starts: Vec<u64> = invocations.iter().map(|i| i.at_ms).collect();
+            let choices: Vec<BoxedStrategy<DaemonFault>> = kinds
+                .iter()
+                .map(|kind| operation(kind, span_ms, starts.clone()))
+                .collect();
             let faults = if choices.is_empty() {
                 Just(Vec::new()).boxed()
             } else {

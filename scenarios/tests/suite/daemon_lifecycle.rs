@@ -9,7 +9,7 @@ use harness::daemon::interleavings::Tally;
 use harness::daemon::lifecycle::REPLACE_MARGIN_MS;
 use harness::hunt::{hunt, HuntConfig, Quiet};
 use harness::runner::run;
-use harness::scenario::Family;
+use harness::scenario::{Family, Scenario};
 use harness::trace::{Outcome, TraceEvent};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -91,6 +91,31 @@ fn busy_daemon_drains_before_stop() {
         "stop_without_drain",
         "no_request_killed_by_replacement",
     );
+}
+
+// Goal: a stop never lands on work the daemon admitted after the drain's last probe (MODEL.md
+// §4 invariants 6 and 9). Method: replay the race a clean hunt found (seed 1, case 1256, kept in
+// `scenarios/races/`): action 7's drain probe sees pid 5 idle, and action 5's request reaches
+// pid 5 before action 7's stop does. The stop says `ifIdle`, so the daemon refuses it; action 7
+// drains again and stops pid 5 once it is idle. Before the guard this trace stopped pid 5 with
+// a5.1 in flight (no_stop_while_busy, no_request_killed_by_replacement).
+#[test]
+fn stop_that_meets_new_work_is_refused_and_the_drain_goes_on() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_stop_meets_new_work.json");
+    let scenario = Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let outcome = run(&scenario);
+    assert_eq!(outcome.violations, vec![]);
+    let refused = |e: &&TraceEvent| e.get("refused") == Some(&serde_json::Value::Bool(true));
+    let stops: Vec<&TraceEvent> = outcome.trace.of_kind(kind::DAEMON_STOP).map(|(_, e)| e).collect();
+    assert!(
+        stops.iter().any(|s| refused(s) && s.num("active") > 0),
+        "no stop met new work: the race this scenario keeps was not exercised"
+    );
+    assert!(
+        stops.iter().filter(|s| !refused(s)).all(|s| s.num("active") == 0),
+        "a stop went through with work in flight"
+    );
+    assert_eq!(replace_of(&outcome, 7).text("outcome"), "replaced");
 }
 
 // Goal: a daemon a peer already replaced is left alone. Method: C waits for the start lock
