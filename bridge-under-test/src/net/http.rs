@@ -44,13 +44,13 @@ fn other(err: impl std::fmt::Display) -> io::Error {
 /// An open HTTP/1.1 connection: one request after another can go over it (keep-alive). Its
 /// task lives as long as this value.
 #[derive(Debug)]
-pub struct Connection {
+struct Connection {
     sender: SendRequest<Full<Bytes>>,
     _task: AbortOnDrop,
 }
 
 impl Connection {
-    pub async fn open(host: &str, port: u16) -> io::Result<Self> {
+    async fn open(host: &str, port: u16) -> io::Result<Self> {
         let stream = TcpStream::connect((host, port)).await?;
         let (sender, conn) =
             hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(other)?;
