@@ -71,16 +71,6 @@ impl Decision {
     }
 }
 
-/// What became of a `stop`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stopped {
-    Accepted,
-    /// Refused: work arrived since the drain's last probe (or the pid was not the daemon's).
-    Refused,
-    /// No answer: the daemon may be going anyway.
-    Silent,
-}
-
 /// How a drain ended.
 enum Drain {
     Idle,
@@ -177,7 +167,7 @@ async fn guarded(who: &Who<'_>, meant: u64) -> Decision {
                         ))
                     }
                 }
-                if stop(who, meant, target, true).await != Stopped::Refused {
+                if !stop(who, meant, target, true).await {
                     break;
                 }
                 seam::sleep_ms(POLL_MS).await;
@@ -243,17 +233,17 @@ async fn probe(who: &Who<'_>, target: u64) -> Option<Status> {
 }
 
 /// `stop` addressed to `target` on its own socket (the regressed drain sends it unaddressed to
-/// whatever daemon the metadata names), `ifIdle` after a drain.
-async fn stop(who: &Who<'_>, meant: u64, target: u64, if_idle: bool) -> Stopped {
+/// whatever daemon the metadata names), `ifIdle` after a drain. Whether the daemon refused it:
+/// work arrived since the drain's last probe (or the pid was not its own). Without an answer the
+/// daemon may be going anyway, so that is not a refusal.
+async fn stop(who: &Who<'_>, meant: u64, target: u64, if_idle: bool) -> bool {
     let (socket, addressed) = if who.cli.rules.bugs.pid_filtered_drain_probe {
         let metadata = who.cli.machine.metadata();
         (metadata.map(|m| m.socket), None)
     } else {
         (Some(port(SOCKET_BASE, target)), Some(target))
     };
-    let Some(socket) = socket else {
-        return Stopped::Silent;
-    };
+    let Some(socket) = socket else { return false };
     let id = next_id(who, "stop");
     emit!(
         kind::CLI_STOP,
@@ -266,11 +256,7 @@ async fn stop(who: &Who<'_>, meant: u64, target: u64, if_idle: bool) -> Stopped 
     if if_idle {
         params["ifIdle"] = json!(true);
     }
-    match exchange(who, socket, &id, "stop", params).await {
-        Some(Ok(_)) => Stopped::Accepted,
-        Some(Err(_)) => Stopped::Refused,
-        None => Stopped::Silent,
-    }
+    matches!(exchange(who, socket, &id, "stop", params).await, Some(Err(_)))
 }
 
 /// Wait for `pid` to go, killing it if it will not.
