@@ -43,9 +43,13 @@ pub struct Detection {
     pub max: Option<u64>,
 }
 
+/// Run `f`, adding the wall time it took to `total`.
 #[allow(clippy::disallowed_methods)] // a benchmark measures wall time; nothing is recorded
-fn now() -> std::time::Instant {
-    std::time::Instant::now()
+fn timed<T>(total: &mut Duration, f: impl FnOnce() -> T) -> T {
+    let started = std::time::Instant::now();
+    let out = f();
+    *total += started.elapsed();
+    out
 }
 
 /// Run `cases` clean cases (generation and checking included), each followed at once by a bare
@@ -55,17 +59,14 @@ pub fn throughput(family: Family, cases: u64, base_seed: u64) -> Throughput {
     let (mut wall, mut bare_wall, mut software_wall) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let mut virtual_ms = 0;
     for index in 0..cases {
-        let started = now();
-        let token = Token::new(family, &[], case_seed(base_seed, index)).expect("no switches");
-        let scenario = generate(&token).current();
-        let outcome = run(&scenario);
-        wall += started.elapsed();
-        let bare_started = now();
-        bare(&scenario, outcome.stats.hosts, outcome.stats.virtual_ms);
-        bare_wall += bare_started.elapsed();
-        let software_started = now();
-        simulate_unrecorded(&scenario);
-        software_wall += software_started.elapsed();
+        let (scenario, outcome) = timed(&mut wall, || {
+            let token = Token::new(family, &[], case_seed(base_seed, index)).expect("no switches");
+            let scenario = generate(&token).current();
+            let outcome = run(&scenario);
+            (scenario, outcome)
+        });
+        timed(&mut bare_wall, || bare(&scenario, outcome.stats.hosts, outcome.stats.virtual_ms));
+        timed(&mut software_wall, || simulate_unrecorded(&scenario));
         virtual_ms += outcome.stats.virtual_ms;
     }
     let wall_s = wall.as_secs_f64().max(1e-9);
