@@ -12,15 +12,15 @@ pub fn profile(kinds: &'static [&'static str]) -> impl Strategy<Value = Vec<&'st
     })
 }
 
-/// A plan of up to `max` faults, each drawn from one of `choices` (the profile's kinds); empty
-/// when the profile turned every kind off. Shrinking drops faults first.
+/// A plan of `sizes` faults, each drawn from one of `choices` (the profile's kinds); empty when
+/// the profile turned every kind off. Shrinking drops faults first.
 pub fn plan<T: std::fmt::Debug + Clone + 'static>(
     choices: Vec<BoxedStrategy<T>>,
-    max: usize,
+    sizes: std::ops::RangeInclusive<usize>,
 ) -> BoxedStrategy<Vec<T>> {
     if choices.is_empty() {
         Just(Vec::new()).boxed()
     } else {
-        prop::collection::vec(Union::new(choices), 0..=max).boxed()
+        prop::collection::vec(Union::new(choices), sizes).boxed()
     }
 }

@@ -264,7 +264,7 @@ pub fn scenario(bugs: ChannelBugs) -> impl Strategy<Value = ChannelScenario> {
                 .iter()
                 .map(|kind| fault(kind, limits, gateway.len()))
                 .collect();
-            let faults = crate::swarm::plan(choices, 6);
+            let faults = crate::swarm::plan(choices, 0..=6);
             let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
             (
                 Just(limits),

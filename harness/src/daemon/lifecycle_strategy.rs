@@ -11,6 +11,7 @@ use bridge_under_test::daemon::{DaemonBugs, Timing};
 use proptest::prelude::*;
 
 use super::faults::DaemonFault;
+use super::strategy::assemble;
 use super::DaemonScenario;
 
 /// Compressed timing: OAuth waits of seconds, so slow approvals keep a request in flight.
@@ -137,11 +138,7 @@ pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
                 .iter()
                 .map(|kind| operation(kind, span_ms, starts.clone()))
                 .collect();
-            let faults = if choices.is_empty() {
-                Just(Vec::new()).boxed()
-            } else {
-                prop::collection::vec(prop::strategy::Union::new(choices), 1..=4).boxed()
-            };
+            let faults = crate::swarm::plan(choices, 1..=4);
             let mut profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
             profile.insert(0, "lifecycle".to_string());
             (
@@ -153,15 +150,5 @@ pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
                 Just(profile),
             )
         })
-        .prop_map(
-            move |(timing, invocations, pages, approval_ms, faults, profile)| DaemonScenario {
-                bugs,
-                timing,
-                pages,
-                approval_ms,
-                invocations,
-                faults,
-                profile,
-            },
-        )
+        .prop_map(move |parts| assemble(bugs, parts))
 }

@@ -229,11 +229,7 @@ pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
                 .iter()
                 .map(|kind| fault(kind, &timing, invocations.len(), span_ms))
                 .collect();
-            let faults = if choices.is_empty() {
-                Just(Vec::new()).boxed()
-            } else {
-                prop::collection::vec(prop::strategy::Union::new(choices), 0..=5).boxed()
-            };
+            let faults = crate::swarm::plan(choices, 0..=5);
             let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
             (
                 Just(timing),
@@ -244,15 +240,14 @@ pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
                 Just(profile),
             )
         })
-        .prop_map(
-            move |(timing, invocations, pages, approval_ms, faults, profile)| DaemonScenario {
-                bugs,
-                timing,
-                pages,
-                approval_ms,
-                invocations,
-                faults,
-                profile,
-            },
-        )
+        .prop_map(move |parts| assemble(bugs, parts))
+}
+
+/// What a daemon strategy draws, in the order [`assemble`] takes it.
+pub(super) type Parts = (Timing, Vec<Invocation>, u32, u64, Vec<DaemonFault>, Vec<String>);
+
+/// The scenario of drawn parts: timing, invocations, pages, approval delay, faults, profile.
+pub(super) fn assemble(bugs: DaemonBugs, parts: Parts) -> DaemonScenario {
+    let (timing, invocations, pages, approval_ms, faults, profile) = parts;
+    DaemonScenario { bugs, timing, pages, approval_ms, invocations, faults, profile }
 }

@@ -110,7 +110,7 @@ pub fn scenario(bugs: RelayBugs) -> impl Strategy<Value = RelayScenario> {
             let span_ms = steps.last().map_or(0, |s| s.at_ms) + spec.call_timeout_ms;
             let choices: Vec<BoxedStrategy<RelayFault>> =
                 kinds.iter().map(|kind| fault(kind, &timing, steps.len(), span_ms)).collect();
-            let faults = crate::swarm::plan(choices, 6);
+            let faults = crate::swarm::plan(choices, 0..=6);
             let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
             (Just(timing.clone()), Just(steps), faults, Just(profile))
         })
