@@ -5,7 +5,6 @@
 
 use bridge_under_test::channel::ChannelBugs;
 use bridge_under_test::events::kind;
-use harness::hunt::{hunt, HuntConfig, Quiet};
 use harness::runner::run;
 use harness::scenario::{Family, Scenario};
 use harness::trace::{Outcome, TraceEvent};
@@ -292,15 +291,7 @@ fn channel_all_switches_off_find_nothing() {
 #[test]
 fn every_channel_switch_is_found_within_256_cases() {
     const BUDGET: u64 = 256;
-    let mut missed = Vec::new();
-    for bug in ChannelBugs::NAMES {
-        let mut config = HuntConfig::new(Family::Channel, &[bug.to_string()], BUDGET, 0x0BAD_0005);
-        config.shrink_budget = 0;
-        match hunt(&config, &mut Quiet).unwrap().findings.first() {
-            Some(finding) => println!("{bug}: found after {} cases", finding.index + 1),
-            None => missed.push(*bug),
-        }
-    }
+    let missed = crate::missed_switches(Family::Channel, ChannelBugs::NAMES, BUDGET, 0x0BAD_0005);
     assert_eq!(
         missed,
         Vec::<&str>::new(),

@@ -5,7 +5,6 @@
 use bridge_under_test::daemon::client::Method;
 use bridge_under_test::daemon::DaemonBugs;
 use bridge_under_test::events::kind;
-use harness::hunt::{hunt, HuntConfig, Quiet};
 use harness::runner::run;
 use harness::scenario::Family;
 use harness::trace::{Outcome, TraceEvent};
@@ -243,12 +242,6 @@ fn expired_oauth_wait_is_final() {
     );
 }
 
-fn hunt_config(bugs: Vec<String>, cases: u64, base_seed: u64) -> HuntConfig {
-    let mut config = HuntConfig::new(Family::Daemon, &bugs, cases, base_seed);
-    config.shrink_budget = 0;
-    config
-}
-
 #[test]
 fn generated_runs_with_every_switch_off_find_nothing() {
     crate::assert_clean(Family::Daemon, crate::cases(64), 0xC1EA_0003);
@@ -256,18 +249,7 @@ fn generated_runs_with_every_switch_off_find_nothing() {
 
 #[test]
 fn every_daemon_switch_is_found_within_the_budget() {
-    let mut missed = Vec::new();
-    for bug in DaemonBugs::NAMES {
-        let report = hunt(
-            &hunt_config(vec![bug.to_string()], 256, 0x0BAD_0003),
-            &mut Quiet,
-        )
-        .unwrap();
-        match report.findings.first() {
-            Some(finding) => println!("{bug}: found after {} cases", finding.index + 1),
-            None => missed.push(*bug),
-        }
-    }
+    let missed = crate::missed_switches(Family::Daemon, DaemonBugs::NAMES, 256, 0x0BAD_0003);
     assert_eq!(
         missed,
         Vec::<&str>::new(),

@@ -7,7 +7,6 @@ use bridge_under_test::daemon::config::DRAIN_TIMEOUT_MS;
 use bridge_under_test::events::kind;
 use harness::daemon::interleavings::Tally;
 use harness::daemon::lifecycle::REPLACE_MARGIN_MS;
-use harness::hunt::{hunt, HuntConfig, Quiet};
 use harness::runner::run;
 use harness::scenario::{Family, Scenario};
 use harness::trace::{Outcome, TraceEvent};
@@ -218,12 +217,6 @@ fn v1_client_gets_a_plain_reply() {
     );
 }
 
-fn hunt_config(bugs: Vec<String>, cases: u64, base_seed: u64) -> HuntConfig {
-    let mut config = HuntConfig::new(Family::Daemon, &bugs, cases, base_seed);
-    config.shrink_budget = 0;
-    config
-}
-
 #[test]
 fn generated_runs_with_every_lifecycle_switch_off_find_nothing() {
     crate::assert_clean(Family::Daemon, crate::cases(96), 0xC1EA_0004);
@@ -238,15 +231,7 @@ const LIFECYCLE_SWITCHES: &[&str] = &[
 
 #[test]
 fn every_lifecycle_switch_is_found_within_512_cases() {
-    let mut missed = Vec::new();
-    for bug in LIFECYCLE_SWITCHES {
-        let config = hunt_config(vec![bug.to_string()], 512, 0x0BAD_0004);
-        let report = hunt(&config, &mut Quiet).unwrap();
-        match report.findings.first() {
-            Some(finding) => println!("{bug}: found after {} cases", finding.index + 1),
-            None => missed.push(*bug),
-        }
-    }
+    let missed = crate::missed_switches(Family::Daemon, LIFECYCLE_SWITCHES, 512, 0x0BAD_0004);
     assert_eq!(
         missed,
         Vec::<&str>::new(),

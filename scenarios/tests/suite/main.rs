@@ -32,6 +32,26 @@ pub fn assert_clean(family: harness::scenario::Family, cases: u64, base_seed: u6
     }
 }
 
+/// Hunt `budget` cases of `family` with each of `switches` on alone (no shrinking), printing how
+/// many cases each took: the switches not found.
+pub fn missed_switches(
+    family: harness::scenario::Family,
+    switches: &[&'static str],
+    budget: u64,
+    base_seed: u64,
+) -> Vec<&'static str> {
+    let mut missed = Vec::new();
+    for bug in switches {
+        let mut config = harness::hunt::HuntConfig::new(family, &[bug.to_string()], budget, base_seed);
+        config.shrink_budget = 0;
+        match harness::hunt::hunt(&config, &mut harness::hunt::Quiet).unwrap().findings.first() {
+            Some(finding) => println!("{bug}: found after {} cases", finding.index + 1),
+            None => missed.push(*bug),
+        }
+    }
+    missed
+}
+
 /// Run `scenario` with `bug` switched on: a checker must report `invariant`.
 pub fn assert_broken(scenario: harness::scenario::Scenario, bug: &str, invariant: &str) {
     let outcome = harness::runner::run(&scenarios::with_bugs(scenario, &[bug]));

@@ -3,27 +3,15 @@
 //! keeps the failure while making the scenario smaller.
 
 use bridge_under_test::relay::RelayBugs;
-use harness::hunt::{self, hunt, HuntConfig, Quiet};
+use harness::hunt;
 use harness::scenario::Family;
 use harness::token::Token;
 
 const BUDGET: u64 = 256;
 
-fn cases_to_detect(bug: &str, base_seed: u64) -> Option<u64> {
-    let mut config = HuntConfig::new(Family::Relay, &[bug.to_string()], BUDGET, base_seed);
-    config.shrink_budget = 0;
-    hunt(&config, &mut Quiet).unwrap().findings.first().map(|f| f.index + 1)
-}
-
 #[test]
 fn every_relay_switch_is_found_within_the_budget() {
-    let mut missed = Vec::new();
-    for bug in RelayBugs::NAMES {
-        match cases_to_detect(bug, 0x0BAD_0001) {
-            Some(cases) => println!("{bug}: found after {cases} cases"),
-            None => missed.push(*bug),
-        }
-    }
+    let missed = crate::missed_switches(Family::Relay, RelayBugs::NAMES, BUDGET, 0x0BAD_0001);
     assert_eq!(missed, Vec::<&str>::new(), "switches not found within {BUDGET} cases");
 }
 
