@@ -16,6 +16,12 @@ pub struct TraceEvent {
 }
 
 impl TraceEvent {
+    /// An event built by hand (checker tests): `new(at_ms, host, kind, &[("id", json!("1"))])`.
+    pub fn new(at_ms: u64, host: &str, kind: &str, fields: &[(&str, Value)]) -> Self {
+        let fields = fields.iter().map(|(name, value)| ((*name).to_string(), value.clone())).collect();
+        Self { at_ms, host: host.to_string(), kind: kind.to_string(), fields }
+    }
+
     /// A field's value, if present.
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.fields.iter().find(|(k, _)| k == name).map(|(_, v)| v)

@@ -14,21 +14,9 @@ const MIN: u64 = 60_000;
 const TTL: u64 = 60 * MIN;
 const SWEEP: u64 = 5 * MIN;
 
-fn ev(at_ms: u64, host: &str, kind: &str, fields: &[(&str, Value)]) -> TraceEvent {
-    let fields = fields
-        .iter()
-        .map(|(name, value)| ((*name).to_string(), value.clone()))
-        .collect();
-    TraceEvent {
-        at_ms,
-        host: host.to_string(),
-        kind: kind.to_string(),
-        fields,
-    }
-}
 
 fn spec() -> TraceEvent {
-    ev(
+    TraceEvent::new(
         0,
         host::SIM,
         kind::RUN_SPEC,
@@ -49,7 +37,7 @@ fn spec() -> TraceEvent {
 }
 
 fn bridge(at_ms: u64, kind: &str, fields: &[(&str, Value)]) -> TraceEvent {
-    ev(at_ms, host::BRIDGE, kind, fields)
+    TraceEvent::new(at_ms, host::BRIDGE, kind, fields)
 }
 
 /// `pending.add` of a new entry; `raw` is the gateway's `expiresAtMs` ("" when absent).
@@ -116,7 +104,7 @@ fn close(at_ms: u64, sizes: [u64; 3], timer: bool) -> TraceEvent {
 }
 
 fn agent(at_ms: u64, kind: &str, msg: &Value) -> TraceEvent {
-    ev(at_ms, host::AGENT, kind, &[("msg", json!(msg.to_string()))])
+    TraceEvent::new(at_ms, host::AGENT, kind, &[("msg", json!(msg.to_string()))])
 }
 
 fn run(checker: Checker, events: Vec<TraceEvent>) -> Vec<String> {
@@ -279,7 +267,7 @@ fn reads_filter_expired_flags_a_stale_entry() {
 }
 
 fn say(at_ms: u64, text: &str, owner: bool) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         at_ms,
         host::GATEWAY,
         kind::GATEWAY_SAY,
@@ -354,7 +342,7 @@ fn bounded_waits_uses_the_clamped_timeout() {
     assert!(found[0].contains("the bound is 304000 ms"));
     let unanswered = vec![
         wait(0, 2, 0),
-        ev(
+        TraceEvent::new(
             MIN,
             host::AGENT,
             kind::CLIENT_EOF,

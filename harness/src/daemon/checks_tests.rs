@@ -9,17 +9,6 @@ use super::*;
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent};
 
-fn ev(at_ms: u64, host: &str, kind: &str, fields: &[(&str, Value)]) -> TraceEvent {
-    TraceEvent {
-        at_ms,
-        host: host.to_string(),
-        kind: kind.to_string(),
-        fields: fields
-            .iter()
-            .map(|(name, value)| ((*name).to_string(), value.clone()))
-            .collect(),
-    }
-}
 
 /// OAuth may take 2 000 ms, the SDK default is 1 000 ms, the default idle budget 1 000 ms;
 /// slack 20 ms; the run ends at 10 000 ms.
@@ -33,11 +22,11 @@ fn spec() -> TraceEvent {
         ("slack_ms", json!(20)),
         ("horizon_ms", json!(10_000)),
     ];
-    ev(0, host::SIM, kind::RUN_SPEC, &fields)
+    TraceEvent::new(0, host::SIM, kind::RUN_SPEC, &fields)
 }
 
 fn action(at_ms: u64, action: u64) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         at_ms,
         host::CLI,
         kind::CLI_ACTION,
@@ -46,7 +35,7 @@ fn action(at_ms: u64, action: u64) -> TraceEvent {
 }
 
 fn done(at_ms: u64, action: u64) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         at_ms,
         host::CLI,
         kind::CLI_DONE,
@@ -73,11 +62,11 @@ fn send(
         ("id", json!(format!("a{action}.{attempt}"))),
         ("msg", json!(msg.to_string())),
     ];
-    ev(at_ms, host::CLI, kind::CLI_SEND, &fields)
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_SEND, &fields)
 }
 
 fn frame(at_ms: u64, id: &str) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         at_ms,
         host::CLI,
         kind::CLI_FRAME,
@@ -91,11 +80,11 @@ fn reply(at_ms: u64, id: &str, code: &str) -> TraceEvent {
         ("ok", json!(code.is_empty())),
         ("code", json!(code)),
     ];
-    ev(at_ms, host::CLI, kind::CLI_REPLY, &fields)
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_REPLY, &fields)
 }
 
 fn fail(at_ms: u64, id: &str, reason: &str) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         at_ms,
         host::CLI,
         kind::CLI_FAIL,
@@ -109,11 +98,11 @@ fn fault(at_ms: u64, fault: &str, phase: &str) -> TraceEvent {
         ("phase", json!(phase)),
         ("detail", json!(fault)),
     ];
-    ev(at_ms, host::SIM, kind::FAULT_INJECTED, &fields)
+    TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &fields)
 }
 
 fn prompt(at_ms: u64, flow: u64) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         at_ms,
         host::BROWSER,
         kind::BROWSER_PROMPT,
@@ -122,7 +111,7 @@ fn prompt(at_ms: u64, flow: u64) -> TraceEvent {
 }
 
 fn exec(at_ms: u64, request: &str) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         at_ms,
         host::MCP,
         kind::SERVER_EXEC,
@@ -131,7 +120,7 @@ fn exec(at_ms: u64, request: &str) -> TraceEvent {
 }
 
 fn launch(at_ms: u64, pid: u64) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         at_ms,
         host::DAEMON,
         kind::DAEMON_LAUNCH,
@@ -140,7 +129,7 @@ fn launch(at_ms: u64, pid: u64) -> TraceEvent {
 }
 
 fn exit(at_ms: u64, pid: u64, reason: &str) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         at_ms,
         host::DAEMON,
         kind::DAEMON_EXIT,
@@ -155,11 +144,11 @@ fn recv(at_ms: u64, request: &str, msg: &Value) -> TraceEvent {
         ("request", json!(request)),
         ("auth", json!(true)),
     ];
-    ev(at_ms, host::MCP, kind::SERVER_RECV, &fields)
+    TraceEvent::new(at_ms, host::MCP, kind::SERVER_RECV, &fields)
 }
 
 fn answer(at_ms: u64, msg: &Value) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         at_ms,
         host::MCP,
         kind::SERVER_SEND,
@@ -436,7 +425,7 @@ use super::super::lifecycle::{
 
 fn cli_launch(at_ms: u64, action: u64, pid: u64) -> TraceEvent {
     let fields = [("action", json!(action)), ("pid", json!(pid))];
-    ev(at_ms, host::CLI, kind::CLI_LAUNCH, &fields)
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_LAUNCH, &fields)
 }
 
 /// Daemon `pid` handles stop `id` with `active` other requests in flight.
@@ -447,7 +436,7 @@ fn daemon_stop(at_ms: u64, pid: u64, id: &str, active: u64, refused: bool) -> Tr
         ("active", json!(active)),
         ("refused", json!(refused)),
     ];
-    ev(at_ms, host::DAEMON, kind::DAEMON_STOP, &fields)
+    TraceEvent::new(at_ms, host::DAEMON, kind::DAEMON_STOP, &fields)
 }
 
 fn cli_stop(at_ms: u64, action: u64, id: &str, target: u64) -> TraceEvent {
@@ -456,22 +445,22 @@ fn cli_stop(at_ms: u64, action: u64, id: &str, target: u64) -> TraceEvent {
         ("id", json!(id)),
         ("target", json!(target)),
     ];
-    ev(at_ms, host::CLI, kind::CLI_STOP, &fields)
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_STOP, &fields)
 }
 
 fn request(at_ms: u64, pid: u64, id: &str) -> TraceEvent {
     let fields = [("pid", json!(pid)), ("id", json!(id))];
-    ev(at_ms, host::DAEMON, kind::DAEMON_REQUEST, &fields)
+    TraceEvent::new(at_ms, host::DAEMON, kind::DAEMON_REQUEST, &fields)
 }
 
 fn daemon_reply(at_ms: u64, pid: u64, id: &str) -> TraceEvent {
     let fields = [("pid", json!(pid)), ("id", json!(id)), ("ok", json!(true))];
-    ev(at_ms, host::DAEMON, kind::DAEMON_REPLY, &fields)
+    TraceEvent::new(at_ms, host::DAEMON, kind::DAEMON_REPLY, &fields)
 }
 
 fn start(at_ms: u64, pid: u64, config: &str) -> TraceEvent {
     let fields = [("pid", json!(pid)), ("config", json!(config))];
-    ev(at_ms, host::DAEMON, kind::DAEMON_START, &fields)
+    TraceEvent::new(at_ms, host::DAEMON, kind::DAEMON_START, &fields)
 }
 
 fn probe(at_ms: u64, action: u64, target: u64, active: &str) -> TraceEvent {
@@ -481,7 +470,7 @@ fn probe(at_ms: u64, action: u64, target: u64, active: &str) -> TraceEvent {
         ("pid", json!(target)),
         ("active", json!(active)),
     ];
-    ev(at_ms, host::CLI, kind::CLI_PROBE, &fields)
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_PROBE, &fields)
 }
 
 fn replace(at_ms: u64, action: u64, outcome: &str, message: &str) -> TraceEvent {
@@ -491,7 +480,7 @@ fn replace(at_ms: u64, action: u64, outcome: &str, message: &str) -> TraceEvent 
         ("outcome", json!(outcome)),
         ("message", json!(message)),
     ];
-    ev(at_ms, host::CLI, kind::CLI_REPLACE, &fields)
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_REPLACE, &fields)
 }
 
 #[test]
@@ -589,7 +578,7 @@ fn mixed_versions_work_passes_a_v1_reply_and_a_v2_frame_failure() {
     let v2 = json!({"id": "a2.1", "method": "callTool", "params": {}, "protocolVersion": 2});
     let sent = |at_ms, id: &str, msg: &Value| {
         let fields = [("id", json!(id)), ("msg", json!(msg.to_string()))];
-        ev(at_ms, host::CLI, kind::CLI_SEND, &fields)
+        TraceEvent::new(at_ms, host::CLI, kind::CLI_SEND, &fields)
     };
     let events = vec![
         sent(10, "a1.1", &v1),
@@ -605,7 +594,7 @@ fn mixed_versions_work_flags_a_v1_client_that_cannot_parse_its_reply() {
     let v1 = json!({"id": "a1.1", "method": "callTool", "params": {}});
     let fields = [("id", json!("a1.1")), ("msg", json!(v1.to_string()))];
     let events = vec![
-        ev(10, host::CLI, kind::CLI_SEND, &fields),
+        TraceEvent::new(10, host::CLI, kind::CLI_SEND, &fields),
         fail(20, "a1.1", "unparseable"),
     ];
     let found = run(mixed_versions_work, events);

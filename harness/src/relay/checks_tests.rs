@@ -11,22 +11,10 @@ use crate::trace::{Trace, TraceEvent, Violation};
 
 // ---- builders -------------------------------------------------------------------------------
 
-/// One event: `ev(at_ms, host, kind, &[("id", json!("1")), ...])`.
-fn ev(at_ms: u64, host: &str, kind: &str, fields: &[(&str, Value)]) -> TraceEvent {
-    TraceEvent {
-        at_ms,
-        host: host.to_string(),
-        kind: kind.to_string(),
-        fields: fields
-            .iter()
-            .map(|(name, value)| ((*name).to_string(), value.clone()))
-            .collect(),
-    }
-}
 
 /// The `run.spec` event the checkers read their constants from.
 fn spec(call_timeout_ms: u64, sweep_period_ms: u64, slack_ms: u64, horizon_ms: u64) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         0,
         host::SIM,
         kind::RUN_SPEC,
@@ -48,12 +36,12 @@ fn std_spec() -> TraceEvent {
 
 /// A bridge event.
 fn bridge(at_ms: u64, kind: &str, fields: &[(&str, Value)]) -> TraceEvent {
-    ev(at_ms, host::BRIDGE, kind, fields)
+    TraceEvent::new(at_ms, host::BRIDGE, kind, fields)
 }
 
 /// The client writes `msg` to the bridge's stdin.
 fn send(at_ms: u64, msg: &Value) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         at_ms,
         host::CLIENT,
         kind::MCP_SEND,
@@ -64,7 +52,7 @@ fn send(at_ms: u64, msg: &Value) -> TraceEvent {
 /// The client writes a line that is not valid JSON.
 fn send_malformed(at_ms: u64) -> TraceEvent {
     let line = r#"{"jsonrpc":"2.0","id":9,"method""#;
-    ev(
+    TraceEvent::new(
         at_ms,
         host::CLIENT,
         kind::MCP_SEND,
@@ -74,7 +62,7 @@ fn send_malformed(at_ms: u64) -> TraceEvent {
 
 /// The client reads `msg` from the bridge's stdout.
 fn recv(at_ms: u64, msg: &Value) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         at_ms,
         host::CLIENT,
         kind::MCP_RECV,
@@ -84,7 +72,7 @@ fn recv(at_ms: u64, msg: &Value) -> TraceEvent {
 
 /// The relayer finished a tool execution (`ok`: a committed effect).
 fn tool_done(at_ms: u64, id: &str, action: &str, key: &str, ok: bool) -> TraceEvent {
-    ev(
+    TraceEvent::new(
         at_ms,
         host::RELAYER,
         kind::TOOL_DONE,
@@ -900,7 +888,7 @@ fn check_finds_nothing_in_a_clean_run() {
         send_malformed(3_000), // 38
         reply(3_000, "", "parse_error"), // 39
         recv(3_000, &rpc_error(None, -32700, parse_error)), // 40
-        ev(
+        TraceEvent::new(
             9_000,
             host::CLIENT,
             kind::CLIENT_EOF,
@@ -1006,7 +994,7 @@ fn replay_in_order_passes_admission_order_and_flags_a_reordered_replay() {
 #[test]
 fn clean_shutdown_passes_a_prompt_exit_and_flags_a_hang() {
     // stdin EOF at 1 000: exiting by 1 000 + 2·slack + 1 000 is prompt; never exiting is a hang.
-    let eof = ev(1_000, host::CLIENT, kind::CLIENT_EOF, &[("reason", json!("end"))]);
+    let eof = TraceEvent::new(1_000, host::CLIENT, kind::CLIENT_EOF, &[("reason", json!("end"))]);
     let exit = bridge(1_050, kind::BRIDGE_EXIT, &[("failed", json!(0))]);
     facts_of(vec![std_spec(), eof.clone(), exit], |facts| assert_eq!(clean_shutdown(facts), vec![]));
     facts_of(vec![std_spec(), eof], |facts| assert_one(&clean_shutdown(facts), "clean_shutdown", 1, "never exited"));
