@@ -66,6 +66,12 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// A violation of `invariant` at event `index`, stamped with that event's time.
+    pub fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
+        let at_ms = self.events.get(index).map_or(0, |e| e.at_ms);
+        Violation { invariant: invariant.to_string(), at_ms, event_index: index, detail }
+    }
+
     /// The whole trace, one line per event.
     pub fn render(&self) -> String {
         let mut out = String::new();

@@ -159,13 +159,7 @@ impl<'a> Facts<'a> {
     }
 
     fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
-        let at_ms = self.trace.events.get(index).map_or(0, |e| e.at_ms);
-        Violation {
-            invariant: invariant.to_string(),
-            at_ms,
-            event_index: index,
-            detail,
-        }
+        self.trace.violation(invariant, index, detail)
     }
 
     fn bridge_events(&self) -> impl Iterator<Item = (usize, &'a TraceEvent)> {

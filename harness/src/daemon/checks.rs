@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::faults::DISRUPTIVE;
 use super::lifecycle;
-use crate::check::capped;
+use crate::check::{capped, message};
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
 
@@ -276,18 +276,12 @@ impl<'a> Facts<'a> {
     }
 
     pub fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
-        let at_ms = self.trace.events.get(index).map_or(0, |e| e.at_ms);
-        Violation {
-            invariant: invariant.to_string(),
-            at_ms,
-            event_index: index,
-            detail,
-        }
+        self.trace.violation(invariant, index, detail)
     }
 }
 
 fn attempt(index: usize, event: &TraceEvent) -> Attempt {
-    let msg: Value = serde_json::from_str(&event.text("msg")).unwrap_or(Value::Null);
+    let msg: Value = message(event);
     Attempt {
         index,
         at_ms: event.at_ms,
@@ -528,7 +522,7 @@ pub fn listing_ends(facts: &Facts<'_>) -> Vec<Violation> {
     let mut cursors: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::SERVER_RECV) {
-        let msg: Value = serde_json::from_str(&event.text("msg")).unwrap_or(Value::Null);
+        let msg: Value = message(event);
         if msg.get("method").and_then(Value::as_str) != Some("tools/list") {
             continue;
         }

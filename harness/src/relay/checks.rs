@@ -119,8 +119,7 @@ impl<'a> Facts<'a> {
     }
 
     pub(super) fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
-        let at_ms = self.trace.events.get(index).map_or(0, |e| e.at_ms);
-        Violation { invariant: invariant.to_string(), at_ms, event_index: index, detail }
+        self.trace.violation(invariant, index, detail)
     }
 
     /// The bridge's events, with indices.
