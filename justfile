@@ -45,3 +45,8 @@ install-tools:
 # Lints, warnings denied (clippy.toml holds the determinism rules).
 clippy:
     cargo clippy --workspace --all-targets -- -D warnings
+
+# Mutation testing of a family's core with cargo-mutants (installed once if missing), e.g.
+# `just mutants relay --shard 0/4`; the score is in target/mutants-<family>/mutants.out.
+mutants FAMILY *ARGS:
+    bash .ci/mutants {{FAMILY}} {{ARGS}}

@@ -15,6 +15,7 @@ use bridge_under_test::rng::{mix, SimRng};
 use proptest::strategy::{BoxedStrategy, Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
+use crate::coverage::{Cell, Coverage};
 use crate::runner::{run, run_with, RunOptions};
 use crate::scenario::{Family, FamilyScenario, Scenario};
 use crate::token::Token;
@@ -134,6 +135,8 @@ pub struct HuntConfig {
     pub check_determinism: bool,
     /// A case slower than this is reported as a runaway (`watchdog`).
     pub case_wall_limit: Duration,
+    /// Count the family's coverage cells over every case run.
+    pub coverage: bool,
 }
 
 impl HuntConfig {
@@ -151,6 +154,7 @@ impl HuntConfig {
             shard: Shard::WHOLE,
             check_determinism: false,
             case_wall_limit: Duration::from_secs(60),
+            coverage: false,
         }
     }
 }
@@ -181,6 +185,8 @@ pub struct HuntReport {
     pub wall: Duration,
     /// Sorted by case index; with `keep_going`, one per distinct invariant.
     pub findings: Vec<Finding>,
+    /// The cells the cases hit (empty unless `HuntConfig::coverage`).
+    pub coverage: Coverage,
 }
 
 /// Progress callbacks, called on the coordinating thread.
@@ -199,7 +205,7 @@ impl Progress for Quiet {
 
 enum Message {
     Started { worker: usize, token: Token },
-    Done { worker: usize, outcome: Outcome },
+    Done { worker: usize, outcome: Outcome, cells: Vec<Cell> },
     Shrinking(Token),
     Found(Box<Finding>),
 }
@@ -246,6 +252,7 @@ pub fn hunt(config: &HuntConfig, progress: &mut dyn Progress) -> Result<HuntRepo
         virtual_ms: 0,
         wall: Duration::ZERO,
         findings: Vec::new(),
+        coverage: Coverage::default(),
     };
     coordinate(&pool, &receiver, &mut report, progress);
     for worker in workers {
@@ -266,8 +273,11 @@ fn coordinate(pool: &Pool, receiver: &mpsc::Receiver<Message>, report: &mut Hunt
     loop {
         match receiver.recv_timeout(Duration::from_millis(500)) {
             Ok(Message::Started { worker, token }) => running[worker] = Some((token, pool.started.elapsed())),
-            Ok(Message::Done { worker, outcome }) => {
+            Ok(Message::Done { worker, outcome, cells }) => {
                 running[worker] = None;
+                if pool.config.coverage {
+                    report.coverage.add_case(cells);
+                }
                 report.cases += 1;
                 report.failed += u64::from(outcome.failed());
                 report.virtual_ms += outcome.stats.virtual_ms;
@@ -303,12 +313,14 @@ fn work(pool: &Pool, worker: usize, sender: &mpsc::Sender<Message>) {
         let _ = sender.send(Message::Started { worker, token: token.clone() });
         let tree = generate(&token);
         let options = RunOptions { wall_limit: config.case_wall_limit / 2 };
-        let mut outcome = run_with(&tree.current(), options);
+        let scenario = tree.current();
+        let mut outcome = run_with(&scenario, options);
         if config.check_determinism {
-            let again = run_with(&tree.current(), options);
+            let again = run_with(&scenario, options);
             outcome.violations.extend(divergence(&outcome.trace, &again.trace));
         }
-        let _ = sender.send(Message::Done { worker, outcome: summary_of(&outcome) });
+        let cells = if config.coverage { scenario.family.coverage(&outcome.trace) } else { Vec::new() };
+        let _ = sender.send(Message::Done { worker, outcome: summary_of(&outcome), cells });
         if !outcome.failed() || !claim(pool, k, &outcome) {
             continue;
         }

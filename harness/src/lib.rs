@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod coverage;
 pub mod channel;
 pub mod daemon;
 pub mod family;

@@ -28,12 +28,17 @@ struct HuntArgs {
     /// Turn on a bug switch (repeatable), e.g. --bug no_call_deadline.
     #[arg(long = "bug")]
     bugs: Vec<String>,
-    /// How many cases to run at most, per family.
-    #[arg(long, default_value_t = 256)]
-    cases: u64,
-    /// Stop starting cases after this many seconds (in total).
+    /// How many cases to run at most, per family (default 256, or no limit with --seconds).
+    #[arg(long)]
+    cases: Option<u64>,
+    /// Stop starting cases after this many seconds (in total); with --cases, whichever comes
+    /// first.
     #[arg(long)]
     seconds: Option<u64>,
+    /// Print, per 1 000 cases, which cells of the family's coverage tables the cases hit
+    /// (fault kind × the phase it hit, each ending the oracles distinguish).
+    #[arg(long)]
+    coverage: bool,
     /// Base seed (hex with 0x, or decimal); fresh each run when absent.
     #[arg(long)]
     seed: Option<String>,
@@ -170,9 +175,20 @@ fn hunt_command(args: HuntArgs) -> Result<ExitCode, String> {
         Token::new(*family, &args.bugs, 0)?;
     }
     let bug_text = if args.bugs.is_empty() { "none".to_string() } else { args.bugs.join(" ") };
+    // --seconds alone runs until the time is up; otherwise the case budget bounds the hunt.
+    let cases = match (args.cases, args.seconds) {
+        (Some(cases), _) => cases,
+        (None, Some(_)) => u64::MAX,
+        (None, None) => 256,
+    };
+    let budget = match (args.cases, args.seconds) {
+        (None, Some(seconds)) => format!("for {seconds} s"),
+        (Some(cases), Some(seconds)) => format!("up to {cases} cases per family or {seconds} s"),
+        _ => format!("up to {cases} cases per family"),
+    };
     println!(
-        "hunt: base seed 0x{base_seed:016x}, bugs {bug_text}, up to {} cases per family, {threads} threads, shard {}/{}",
-        args.cases, shard.index, shard.count
+        "hunt: base seed 0x{base_seed:016x}, bugs {bug_text}, {budget}, {threads} threads, shard {}/{}",
+        shard.index, shard.count
     );
     #[allow(clippy::disallowed_methods)] // the --seconds budget is wall time; nothing recorded
     let started = std::time::Instant::now();
@@ -186,9 +202,10 @@ fn hunt_command(args: HuntArgs) -> Result<ExitCode, String> {
             keep_going: args.keep_going,
             shard,
             check_determinism: args.check_determinism,
-            ..HuntConfig::new(family, &args.bugs, args.cases, base_seed)
+            coverage: args.coverage,
+            ..HuntConfig::new(family, &args.bugs, cases, base_seed)
         };
-        let mut bar = progress::Bar::new(family, args.cases, args.quiet);
+        let mut bar = progress::Bar::new(family, cases, args.quiet);
         let report = hunt::hunt(&config, &mut bar)?;
         bar.finish();
         let stop = !report.findings.is_empty() && !args.keep_going;
@@ -198,6 +215,11 @@ fn hunt_command(args: HuntArgs) -> Result<ExitCode, String> {
         }
     }
     print_table(&reports);
+    if args.coverage {
+        for report in &reports {
+            print!("{}", report.coverage.render(report.family.coverage_tables()));
+        }
+    }
     let findings: Vec<&hunt::Finding> = reports.iter().flat_map(|r| &r.findings).collect();
     for finding in &findings {
         print_finding(finding);
@@ -244,6 +266,10 @@ fn print_finding(finding: &hunt::Finding) {
 }
 
 fn replay_command(input: &str, no_shrink: bool, save: Option<std::path::PathBuf>) -> Result<ExitCode, String> {
+    let looks_like_path = input.ends_with(".json") || input.contains('/');
+    if looks_like_path && !std::path::Path::new(input).exists() {
+        return Err(format!("no such file: {input} (replay takes a token or a scenario JSON file)"));
+    }
     let (scenario, outcome) = if std::path::Path::new(input).is_file() {
         let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read {input}: {e}"))?;
         let scenario = Scenario::from_json(&text)?;

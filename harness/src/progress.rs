@@ -22,10 +22,15 @@ impl Bar {
     pub fn new(family: Family, total: u64, quiet: bool) -> Self {
         let terminal = std::io::stderr().is_terminal();
         let bar = (!quiet && terminal).then(|| {
-            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-            let style = ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} cases {per_sec} {msg} ({elapsed})",
-            )
+            // A hunt bounded only by --seconds has no case count to fill a bar with.
+            let bounded = total != u64::MAX;
+            let bar = ProgressBar::with_draw_target(bounded.then_some(total), ProgressDrawTarget::stderr());
+            let template = if bounded {
+                "{prefix} [{bar:30}] {pos}/{len} cases {per_sec} {msg} ({elapsed})"
+            } else {
+                "{prefix} {pos} cases {per_sec} {msg} ({elapsed})"
+            };
+            let style = ProgressStyle::with_template(template)
             .unwrap_or_else(|_| ProgressStyle::default_bar());
             bar.set_style(style.progress_chars("=> "));
             bar.set_prefix(family.name());
@@ -50,7 +55,8 @@ impl Progress for Bar {
         }
         if self.plain && (cases.is_multiple_of(100) || cases == self.total) && cases / 100 != self.last_line {
             self.last_line = cases / 100;
-            eprintln!("  {} {cases}/{} cases, {failed} violations", self.family.name(), self.total);
+            let of = if self.total == u64::MAX { String::new() } else { format!("/{}", self.total) };
+            eprintln!("  {} {cases}{of} cases, {failed} violations", self.family.name());
         }
     }
 

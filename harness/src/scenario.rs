@@ -38,6 +38,15 @@ impl Family {
         })
     }
 
+    /// The family's generator coverage tables (`hunt --coverage`).
+    pub fn coverage_tables(self) -> &'static [crate::coverage::Table] {
+        match self {
+            Family::Relay => relay::coverage::TABLES,
+            Family::Channel => channel::coverage::TABLES,
+            Family::Daemon => daemon::coverage::TABLES,
+        }
+    }
+
     /// The family's bug switch names, as MODEL.md spells them.
     pub fn switches(self) -> &'static [&'static str] {
         match self {
@@ -94,6 +103,15 @@ impl FamilyScenario {
             Self::Relay(_) => relay::checks::check(trace, schema),
             Self::Channel(_) => channel::checks::check(trace, schema),
             Self::Daemon(_) => daemon::checks::check(trace, schema),
+        }
+    }
+
+    /// The coverage cells a trace of this family hits.
+    pub fn coverage(&self, trace: &Trace) -> Vec<crate::coverage::Cell> {
+        match self {
+            Self::Relay(_) => relay::coverage::observe(trace),
+            Self::Channel(_) => channel::coverage::observe(trace),
+            Self::Daemon(_) => daemon::coverage::observe(trace),
         }
     }
 

@@ -2,6 +2,7 @@
 //! (the constants checkers judge against), faults, generators and checkers.
 
 pub mod checks;
+pub mod coverage;
 pub mod faults;
 pub mod strategy;
 pub mod stream_checks;
