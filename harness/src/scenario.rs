@@ -47,6 +47,28 @@ impl Family {
         }
     }
 
+    /// Run the family's checkers over a trace: a trace recorded anywhere, not only one this
+    /// harness simulated (the checkers read their constants from its `run.spec` event).
+    pub fn check(self, trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
+        match self {
+            Family::Relay => relay::checks::check(trace, schema),
+            Family::Channel => channel::checks::check(trace, schema),
+            Family::Daemon => daemon::checks::check(trace, schema),
+        }
+    }
+
+    /// The family a trace names in the `family` field of its `run.spec` event.
+    pub fn of_trace(trace: &Trace) -> Result<Self, String> {
+        let spec = trace
+            .first(bridge_under_test::events::kind::RUN_SPEC)
+            .ok_or("the trace has no run.spec event (pass --family to name the family)")?;
+        let name = spec.text("family");
+        if name.is_empty() {
+            return Err("the run.spec event has no family field (pass --family)".to_string());
+        }
+        Self::parse(&name)
+    }
+
     /// The family's bug switch names, as MODEL.md spells them.
     pub fn switches(self) -> &'static [&'static str] {
         match self {
@@ -99,10 +121,14 @@ impl FamilyScenario {
 
     /// Run the family's checkers over a trace.
     pub fn check(&self, trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
+        self.family().check(trace, schema)
+    }
+
+    pub fn family(&self) -> Family {
         match self {
-            Self::Relay(_) => relay::checks::check(trace, schema),
-            Self::Channel(_) => channel::checks::check(trace, schema),
-            Self::Daemon(_) => daemon::checks::check(trace, schema),
+            Self::Relay(_) => Family::Relay,
+            Self::Channel(_) => Family::Channel,
+            Self::Daemon(_) => Family::Daemon,
         }
     }
 
