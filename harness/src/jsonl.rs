@@ -174,4 +174,75 @@ mod tests {
             assert!(error.message.contains(needle), "{text}: {error}");
         }
     }
+
+    /// The kinds `bridge-under-test/src/events.rs` declares in its `kind` module, read from the
+    /// source, so a kind added there is seen here without anyone listing it.
+    fn kinds_in_events_rs() -> Vec<String> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../bridge-under-test/src/events.rs");
+        let source = std::fs::read_to_string(path).expect("events.rs is readable");
+        let start = source.find("pub mod kind").expect("events.rs has a `kind` module");
+        let body = &source[start..];
+        let end = body.find("\n}").expect("the `kind` module ends");
+        let mut kinds = Vec::new();
+        for text in body[..end].lines().map(str::trim) {
+            let Some(rest) = text.strip_prefix("pub const ") else { continue };
+            let Some((_, value)) = rest.split_once("= \"") else { continue };
+            let Some((kind, _)) = value.split_once('"') else { continue };
+            if !kinds.iter().any(|k| k == kind) {
+                kinds.push(kind.to_string());
+            }
+        }
+        kinds
+    }
+
+    fn schema() -> Value {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/trace.schema.json");
+        serde_json::from_str(&std::fs::read_to_string(path).expect("docs/trace.schema.json is readable")).expect("JSON")
+    }
+
+    #[test]
+    fn schema_names_exactly_the_kinds_of_events_rs() {
+        let declared = kinds_in_events_rs();
+        assert!(declared.len() > 50, "read only {} kinds from events.rs: is the parser stale?", declared.len());
+        let schema = schema();
+        let listed: Vec<&str> = schema
+            .pointer("/properties/kind/enum")
+            .and_then(Value::as_array)
+            .expect("the schema lists kinds at properties.kind.enum")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let missing: Vec<&str> = declared.iter().map(String::as_str).filter(|k| !listed.contains(k)).collect();
+        let stale: Vec<&str> = listed.iter().copied().filter(|k| !declared.iter().any(|d| d == k)).collect();
+        assert!(
+            missing.is_empty() && stale.is_empty(),
+            "docs/trace.schema.json is out of step with bridge-under-test/src/events.rs: \
+             missing from properties.kind.enum: [{}]; listed but no longer in events.rs: [{}] \
+             (also document them in docs/trace-format.md)",
+            missing.join(", "),
+            stale.join(", ")
+        );
+    }
+
+    #[test]
+    fn every_line_of_a_simulated_trace_validates_against_the_schema() {
+        let validator = jsonschema::validator_for(&schema()).expect("the trace schema compiles");
+        let mut kinds_seen = std::collections::BTreeSet::new();
+        for token in ["v1.relay.none.0000000000000001", "v1.channel.none.0000000000000001", "v1.daemon.none.0000000000000001"] {
+            let token = crate::token::Token::parse(token).expect("token");
+            let outcome = crate::runner::run(&crate::hunt::generate(&token).current());
+            for (number, text) in write(&outcome.trace).lines().enumerate() {
+                let value: Value = serde_json::from_str(text).expect("a written line is JSON");
+                let errors: Vec<String> = validator.iter_errors(&value).map(|e| e.to_string()).collect();
+                assert!(errors.is_empty(), "{token} line {}: {text}: {errors:?}", number + 1);
+                kinds_seen.insert(outcome.trace.events[number].kind.clone());
+            }
+        }
+        assert!(kinds_seen.len() > 20, "the three traces show only {} kinds", kinds_seen.len());
+        // And the schema refuses what `parse` refuses.
+        for bad in [r#"{"at_ms":1,"host":"a","kind":"mcp.send"}"#, r#"{"at_ms":1,"host":"a","kind":"no.such","fields":{}}"#] {
+            let value: Value = serde_json::from_str(bad).expect("JSON");
+            assert!(!validator.is_valid(&value), "{bad}");
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! The harness CLI: `list`, `hunt`, `replay`, `bench`, `hashes`. Exit codes: 0 nothing found,
+//! The harness CLI: `list`, `hunt`, `replay`, `check`, `view`, `bench`, `hashes`. Exit codes: 0 nothing found,
 //! 1 a violation, 2 bad input.
 
 mod progress;
@@ -11,7 +11,10 @@ use harness::bench;
 use harness::hunt::{self, HuntConfig, HuntReport, Shard};
 use harness::runner::run;
 use harness::scenario::{Family, Scenario};
+use harness::schema::McpSchema;
 use harness::token::Token;
+use harness::trace::Trace;
+use harness::view;
 
 #[derive(Parser)]
 #[command(name = "harness", about = "Deterministic simulation testing for MCP bridges and daemons")]
@@ -78,6 +81,32 @@ enum Command {
         /// Also write the (shrunk) scenario JSON to this file, e.g. to commit it as a regression.
         #[arg(long)]
         save: Option<std::path::PathBuf>,
+        /// Also draw the trace as a sequence diagram in this self-contained HTML file.
+        #[arg(long)]
+        html: Option<std::path::PathBuf>,
+        /// Also write the trace as JSON Lines to this file (one event per line), for `check`.
+        #[arg(long)]
+        jsonl: Option<std::path::PathBuf>,
+    },
+    /// Run a family's checkers on a JSON Lines trace (recorded here or elsewhere): exit 0 clean,
+    /// 1 with the violations, 2 for bad input.
+    Check {
+        /// The trace, one event per line (see docs/trace-format.md).
+        trace: std::path::PathBuf,
+        /// The family whose checkers judge it (default: the `family` of its run.spec event).
+        #[arg(long)]
+        family: Option<String>,
+    },
+    /// Draw a JSON Lines trace as a sequence diagram, its violations marked.
+    View {
+        /// The trace, one event per line (see docs/trace-format.md).
+        trace: std::path::PathBuf,
+        /// Where to write the HTML page.
+        #[arg(long)]
+        html: std::path::PathBuf,
+        /// The family whose checkers mark violations (default: from the run.spec event).
+        #[arg(long)]
+        family: Option<String>,
     },
     /// Measure throughput, acceleration, overhead against bare turmoil, and cases-to-detect.
     Bench {
@@ -120,7 +149,11 @@ fn main() -> ExitCode {
             Ok(ExitCode::SUCCESS)
         }
         Command::Hunt(args) => hunt_command(args),
-        Command::Replay { token, no_shrink, save } => replay_command(&token, no_shrink, save),
+        Command::Replay { token, no_shrink, save, html, jsonl } => {
+            replay_command(&token, no_shrink, save, Outputs { html, jsonl })
+        }
+        Command::Check { trace, family } => check_command(&trace, family),
+        Command::View { trace, html, family } => view_command(&trace, &html, family),
         Command::Bench { family, cases, seeds, json } => bench_command(family, cases, seeds, &json),
         Command::Hashes { family, cases, seed } => hashes_command(family, cases, &seed),
     };
@@ -265,7 +298,82 @@ fn print_finding(finding: &hunt::Finding) {
     println!("   (or: cargo run --release -p harness -- replay {})", finding.token);
 }
 
-fn replay_command(input: &str, no_shrink: bool, save: Option<std::path::PathBuf>) -> Result<ExitCode, String> {
+/// The files `replay` writes besides its text, when asked.
+struct Outputs {
+    html: Option<std::path::PathBuf>,
+    jsonl: Option<std::path::PathBuf>,
+}
+
+fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn print_violations(violations: &[harness::trace::Violation]) {
+    println!("--- violations ({})", violations.len());
+    for violation in violations {
+        println!("  {violation}");
+    }
+}
+
+/// Read a JSON Lines trace and the family that judges it: `Err` (exit 2) names the line.
+fn read_trace(path: &std::path::Path, family: Option<String>) -> Result<(Trace, Result<Family, String>), String> {
+    if !path.exists() {
+        return Err(format!("no such file: {}", path.display()));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let trace = harness::jsonl::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let family = match family {
+        Some(name) => Family::parse(&name),
+        None => Family::of_trace(&trace),
+    };
+    Ok((trace, family))
+}
+
+fn check_command(path: &std::path::Path, family: Option<String>) -> Result<ExitCode, String> {
+    let (trace, family) = read_trace(path, family)?;
+    let family = family?;
+    let violations = family.check(&trace, &McpSchema::new());
+    println!("check: {} ({} events, family {})", path.display(), trace.events.len(), family.name());
+    print_violations(&violations);
+    println!("trace-hash: {:016x}", trace.hash());
+    Ok(if violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn view_command(path: &std::path::Path, html: &std::path::Path, family: Option<String>) -> Result<ExitCode, String> {
+    let (trace, family) = read_trace(path, family)?;
+    let (violations, summary) = match family {
+        Ok(family) => (family.check(&trace, &McpSchema::new()), spec_summary(&trace, family.name())),
+        Err(why) => {
+            eprintln!("note: drawing without checkers: {why}");
+            (Vec::new(), format!("{} events, family unknown", trace.events.len()))
+        }
+    };
+    let header = view::Header { title: path.display().to_string(), summary, hash: trace.hash() };
+    let page = view::page(&trace, &violations, &header);
+    write_file(html, &page)?;
+    println!("html: {} ({} bytes, {} violations marked)", html.display(), page.len(), violations.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A trace's own summary, from its run.spec: family, events, horizon, switches.
+fn spec_summary(trace: &Trace, family: &str) -> String {
+    let spec = trace.first(bridge_under_test::events::kind::RUN_SPEC);
+    let field = |name: &str| spec.map(|e| e.text(name)).unwrap_or_default();
+    let bugs = field("bugs");
+    format!(
+        "{family}, {} events, horizon {} ms, bugs {}",
+        trace.events.len(),
+        field("horizon_ms"),
+        if bugs.is_empty() { "none".to_string() } else { bugs }
+    )
+}
+
+fn replay_command(
+    input: &str,
+    no_shrink: bool,
+    save: Option<std::path::PathBuf>,
+    outputs: Outputs,
+) -> Result<ExitCode, String> {
     let looks_like_path = input.ends_with(".json") || input.contains('/');
     if looks_like_path && !std::path::Path::new(input).exists() {
         return Err(format!("no such file: {input} (replay takes a token or a scenario JSON file)"));
@@ -295,15 +403,22 @@ fn replay_command(input: &str, no_shrink: bool, save: Option<std::path::PathBuf>
     };
     println!("--- trace ({} events)", outcome.trace.events.len());
     print!("{}", outcome.trace.render());
-    println!("--- violations ({})", outcome.violations.len());
-    for violation in &outcome.violations {
-        println!("  {violation}");
-    }
+    print_violations(&outcome.violations);
     println!("--- scenario");
     println!("{}", scenario.to_json());
     if let Some(path) = save {
         std::fs::write(&path, scenario.to_json() + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         println!("saved: {}", path.display());
+    }
+    if let Some(path) = &outputs.jsonl {
+        write_file(path, &harness::jsonl::write(&outcome.trace))?;
+        println!("jsonl: {} ({} events)", path.display(), outcome.trace.events.len());
+    }
+    if let Some(path) = &outputs.html {
+        let header = view::Header { title: input.to_string(), summary: summary(&scenario), hash: outcome.trace.hash() };
+        let page = view::page(&outcome.trace, &outcome.violations, &header);
+        write_file(path, &page)?;
+        println!("html: {} ({} bytes)", path.display(), page.len());
     }
     println!("trace-hash: {:016x}", outcome.trace.hash());
     Ok(if outcome.failed() { ExitCode::from(1) } else { ExitCode::SUCCESS })

@@ -22,6 +22,8 @@ pub struct Header {
 
 const CSS: &str = include_str!("page.css");
 const SCRIPT: &str = include_str!("page.js");
+/// How far right of the last lane's line the notes (heal, violations) start, past the captions.
+const NOTES_GAP: u32 = 200;
 /// Longest violation detail written beside the diagram (the list at the top has all of it).
 const NOTE_CHARS: usize = 110;
 
@@ -79,7 +81,7 @@ fn caption(trace: &Trace, index: usize) -> String {
 pub fn page(trace: &Trace, violations: &[Violation], header: &Header) -> String {
     let layout = Layout::new(trace, violations);
     let mut out = String::with_capacity(1024 + trace.events.len() * 600);
-    let width = layout.lanes_width() + 700;
+    let width = layout.lanes_width() + NOTES_GAP + 760;
     let height = layout.timeline.height;
     let title = esc(&header.title);
     write!(
@@ -212,8 +214,9 @@ fn bands(out: &mut String, trace: &Trace, layout: &Layout) {
         let y = layout.y(heal);
         write!(
             out,
-            "<g class=\"heal\" id=\"heal\"><line x1=\"0\" y1=\"{y}\" x2=\"{right}\" y2=\"{y}\"/><text x=\"{}\" y=\"{}\">heal: every fault repaired at {} ms</text></g>",
-            right + 6,
+            "<g class=\"heal\" id=\"heal\"><line x1=\"0\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"/><text x=\"{}\" y=\"{}\">heal: every fault repaired at {} ms</text></g>",
+            right + NOTES_GAP,
+            right + NOTES_GAP + 6,
             y + 4,
             trace.events[heal].at_ms
         )
@@ -228,7 +231,7 @@ fn lanes(out: &mut String, layout: &Layout, height: u32) {
         let x = layout.lane_x(lane);
         write!(
             out,
-            "<g class=\"lane\" data-host=\"{0}\"><line x1=\"{x}\" y1=\"20\" x2=\"{x}\" y2=\"{height}\"/><text x=\"{x}\" y=\"14\">{0}</text></g>",
+            "<g class=\"lane\" data-host=\"{0}\"><title>{0}</title><line x1=\"{x}\" y1=\"20\" x2=\"{x}\" y2=\"{height}\"/></g>",
             esc(host)
         )
         .expect("write to String");
@@ -320,7 +323,7 @@ fn events(out: &mut String, trace: &Trace, layout: &Layout) {
 }
 
 fn markers(out: &mut String, layout: &Layout) {
-    let right = layout.lanes_width();
+    let right = layout.lanes_width() + NOTES_GAP;
     out.push_str("<g id=\"markers\">");
     for (number, violation) in layout.violations.iter().enumerate() {
         let index = violation.event_index.min(layout.lane_of.len().saturating_sub(1));
