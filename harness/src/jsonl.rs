@@ -79,14 +79,43 @@ pub fn parse_line(text: &str) -> Result<TraceEvent, String> {
     if text.trim().is_empty() {
         return Err("blank line: expected one event {\"at_ms\", \"host\", \"kind\", \"fields\"}".to_string());
     }
+    // First the shape, for a message that names the field; then the fields in their order.
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("not an event: not JSON: {e}"))?;
+    let Some(object) = value.as_object() else {
+        return Err(format!("not an event: expected an object {{\"at_ms\", \"host\", \"kind\", \"fields\"}}, found {}", clip(&value)));
+    };
+    for name in ["at_ms", "host", "kind", "fields"] {
+        if !object.contains_key(name) {
+            return Err(format!("not an event: missing field `{name}`"));
+        }
+    }
+    if let Some(extra) = object.keys().find(|k| !["at_ms", "host", "kind", "fields"].contains(&k.as_str())) {
+        return Err(format!("not an event: unknown field `{extra}` (expected at_ms, host, kind, fields)"));
+    }
+    if object["at_ms"].as_u64().is_none() {
+        return Err(format!("not an event: `at_ms` must be a whole number of milliseconds ≥ 0, found {}", clip(&object["at_ms"])));
+    }
+    for name in ["host", "kind"] {
+        match object[name].as_str() {
+            None => return Err(format!("not an event: `{name}` must be a string, found {}", clip(&object[name]))),
+            Some("") => return Err(format!("`{name}` is empty")),
+            Some(_) => {}
+        }
+    }
+    if !object["fields"].is_object() {
+        return Err(format!("not an event: `fields` must be an object, found {}", clip(&object["fields"])));
+    }
     let raw: RawEvent = serde_json::from_str(text).map_err(|e| format!("not an event: {e}"))?;
-    if raw.kind.is_empty() {
-        return Err("`kind` is empty".to_string());
-    }
-    if raw.host.is_empty() {
-        return Err("`host` is empty".to_string());
-    }
     Ok(TraceEvent { at_ms: raw.at_ms, host: raw.host, kind: raw.kind, fields: raw.fields.0 })
+}
+
+fn clip(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 40 {
+        text.chars().take(40).collect::<String>() + "…"
+    } else {
+        text
+    }
 }
 
 #[derive(Deserialize)]
