@@ -190,7 +190,7 @@ mod tests {
         let cases = [
             (format!("{good}\n\n{good}\n"), 2, "blank line"),
             (format!("{good}\n{{\"at_ms\":-1,\"host\":\"a\",\"kind\":\"k\",\"fields\":{{}}}}\n"), 2, "not an event"),
-            (format!("{{\"at_ms\":1,\"host\":\"a\",\"kind\":\"k\"}}\n"), 1, "missing field `fields`"),
+            ("{\"at_ms\":1,\"host\":\"a\",\"kind\":\"k\"}\n".to_string(), 1, "missing field `fields`"),
             (format!("{good}\n{good}\n{{\"at_ms\":1,\"host\":\"a\",\"kind\":\"k\",\"fields\":{{}},\"x\":1}}"), 3, "unknown field `x`"),
             ("{\"at_ms\":1,\"host\":\"a\",\"kind\":\"k\",\"fields\":{\"a\":1,\"a\":2}}".to_string(), 1, "appears twice"),
             ("{\"at_ms\":1,\"host\":\"a\",\"kind\":\"\",\"fields\":{}}".to_string(), 1, "`kind` is empty"),

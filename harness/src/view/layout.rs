@@ -12,7 +12,7 @@ use super::timeline::{self, Timeline};
 /// Width of the time gutter on the left, px.
 pub const GUTTER: u32 = 80;
 /// Width of one lane, px.
-pub const LANE_W: u32 = 190;
+pub const LANE_W: u32 = 170;
 
 #[derive(Debug, Clone)]
 pub struct Layout {

@@ -68,6 +68,8 @@
     count.textContent = want ? hits + " elements about request " + want : "";
   });
   document.body.dataset.ready = "1";
+  // When the document was parsed and this script ran; the first frame after it, below.
+  document.body.dataset.scriptMs = performance.now().toFixed(0);
   requestAnimationFrame(function () {
     requestAnimationFrame(function () {
       document.body.dataset.renderMs = performance.now().toFixed(0);

@@ -23,7 +23,7 @@ pub struct Header {
 const CSS: &str = include_str!("page.css");
 const SCRIPT: &str = include_str!("page.js");
 /// How far right of the last lane's line the notes (heal, violations) start, past the captions.
-const NOTES_GAP: u32 = 200;
+const NOTES_GAP: u32 = 230;
 /// Longest violation detail written beside the diagram (the list at the top has all of it).
 const NOTE_CHARS: usize = 110;
 
@@ -68,7 +68,10 @@ fn caption(trace: &Trace, index: usize) -> String {
         let msg = crate::check::message(event);
         let method = msg.get("method").and_then(serde_json::Value::as_str).unwrap_or("");
         if !method.is_empty() {
-            write!(out, " {}", clip(method, 28)).expect("write to String");
+            // `notifications/claude/channel/permission_request` reads as its last two parts.
+            let parts: Vec<&str> = method.rsplitn(3, '/').collect();
+            let short = if method.len() > 28 && parts.len() == 3 { format!("…{}/{}", parts[1], parts[0]) } else { method.to_string() };
+            write!(out, " {}", clip(&short, 32)).expect("write to String");
         }
         if !id.is_empty() {
             write!(out, " #{}", clip(&id, 16)).expect("write to String");
@@ -105,7 +108,7 @@ pub fn page(trace: &Trace, violations: &[Violation], header: &Header) -> String 
         out,
         "<svg id=\"seq\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
          viewBox=\"0 0 {width} {height}\"><defs><marker id=\"ah\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" \
-         markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\"/></marker></defs>\n"
+         markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\"/></marker></defs>"
     )
     .expect("write to String");
     bands(&mut out, trace, &layout);
@@ -136,7 +139,7 @@ fn header_html(out: &mut String, trace: &Trace, layout: &Layout, header: &Header
          <dt>token</dt><dd id=\"token\">{}</dd>\
          <dt>scenario</dt><dd id=\"summary\">{}</dd>\
          <dt>trace-hash</dt><dd id=\"trace-hash\">{:016x}</dd>\
-         <dt>drawn</dt><dd>{} events on {} lanes, {} messages, {} folded runs, {} fault windows, {} idle spans compressed</dd></dl>\n",
+         <dt>drawn</dt><dd>{} events on {} lanes, {} messages, {} folded runs, {} fault windows, {} idle spans compressed</dd></dl>",
         esc(&header.title),
         esc(&header.title),
         esc(&header.summary),
