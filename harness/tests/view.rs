@@ -133,8 +133,8 @@ fn chromium() -> Option<PathBuf> {
 
 /// Run headless chromium on a page with the flags that work in a container; `extra` chooses
 /// what it does (`--dump-dom`, `--screenshot=...`). Returns stdout and the wall time.
-fn chromium_run(browser: &Path, dir: &Path, page: &Path, extra: &[String]) -> (String, std::time::Duration) {
-    let profile = dir.join(format!("profile-{}", extra.len() + extra.first().map_or(0, String::len)));
+fn chromium_run(browser: &Path, dir: &Path, page: &Path, fragment: &str, extra: &[String]) -> (String, std::time::Duration) {
+    let profile = dir.join("profile");
     let _ = std::fs::remove_dir_all(&profile);
     let started = now();
     let output = Command::new(browser)
@@ -151,7 +151,7 @@ fn chromium_run(browser: &Path, dir: &Path, page: &Path, extra: &[String]) -> (S
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(extra)
-        .arg(format!("file://{}", page.display()))
+        .arg(format!("file://{}{fragment}", page.display()))
         .output()
         .expect("chromium runs");
     let took = started.elapsed();
@@ -189,7 +189,8 @@ fn chromium_draws_the_violating_token() {
     let page = dir.join("trace.html");
     std::fs::write(&page, view::page(&outcome.trace, &outcome.violations, &header)).unwrap();
 
-    let (dom, took) = chromium_run(&browser, &dir, &page, &["--dump-dom".to_string()]);
+    let dump = ["--dump-dom".to_string()];
+    let (dom, took) = chromium_run(&browser, &dir, &page, "", &dump);
     assert!(dom.contains("data-ready=\"1\""), "the page's script ran to its end");
     for host in &layout.lanes {
         assert_eq!(dom.matches(&format!("class=\"lane\" data-host=\"{host}\"")).count(), 1, "one lane for {host}");
@@ -209,14 +210,30 @@ fn chromium_draws_the_violating_token() {
     assert!(dom.contains(&format!("{:016x}", outcome.trace.hash())), "the trace hash in the header");
     eprintln!("browser: {} events, {} bytes, dump-dom in {took:?}", outcome.trace.events.len(), std::fs::metadata(&page).unwrap().len());
 
+    // The script's filter and selection, driven through the page's fragment.
+    let violation = &outcome.violations[0];
+    let rid = view::correlate::request_id(&outcome.trace.events[violation.event_index]);
+    assert!(!rid.is_empty(), "the violating event is about a request");
+    let (filtered, _) = chromium_run(&browser, &dir, &page, &format!("#filter={rid}"), &dump);
+    assert!(filtered.contains(&format!("elements about request {rid}")), "the filter ran");
+    let dimmed = filtered.matches(" dim\"").count();
+    let kept = filtered.matches(&format!("data-rid=\"{rid}\"")).count();
+    assert!(dimmed > 0 && kept > 0, "the filter dims other requests ({dimmed}) and keeps request {rid}'s ({kept})");
+    let (selected, _) = chromium_run(&browser, &dir, &page, &format!("#event={}", violation.event_index), &dump);
+    let event = &outcome.trace.events[violation.event_index];
+    assert!(
+        selected.contains("<table>") && selected.contains(&format!("<td>{}</td>", event.kind)),
+        "selecting the violating event shows its fields"
+    );
+
     // A screenshot of the page, and one of an empty page to tell a blank picture from it.
     let shot = dir.join("trace.png");
     let size = "--window-size=1400,900".to_string();
-    chromium_run(&browser, &dir, &page, &[size.clone(), format!("--screenshot={}", shot.display())]);
+    chromium_run(&browser, &dir, &page, "", &[size.clone(), format!("--screenshot={}", shot.display())]);
     let blank_page = dir.join("blank.html");
     std::fs::write(&blank_page, "<!DOCTYPE html><html><body></body></html>").unwrap();
     let blank = dir.join("blank.png");
-    chromium_run(&browser, &dir, &blank_page, &[size, format!("--screenshot={}", blank.display())]);
+    chromium_run(&browser, &dir, &blank_page, "", &[size, format!("--screenshot={}", blank.display())]);
     let (ours, empty) = (std::fs::read(&shot).unwrap(), std::fs::read(&blank).unwrap());
     assert_eq!(png_size(&ours), (1400, 900));
     assert_eq!(png_size(&empty), (1400, 900));

@@ -67,6 +67,14 @@
     });
     count.textContent = want ? hits + " elements about request " + want : "";
   });
+  // A link can carry a filter or a selection: page.html#filter=1, page.html#event=21.
+  var hash = decodeURIComponent(location.hash.slice(1));
+  if (hash.indexOf("filter=") === 0) {
+    filter.value = hash.slice(7);
+    filter.dispatchEvent(new Event("input"));
+  } else if (hash.indexOf("event=") === 0) {
+    select(+hash.slice(6));
+  }
   document.body.dataset.ready = "1";
   // When the document was parsed and this script ran; the first frame after it, below.
   document.body.dataset.scriptMs = performance.now().toFixed(0);
