@@ -76,8 +76,10 @@ async fn on_post(State(app): State<App>, headers: HeaderMap, body: String) -> Re
     let request = request.unwrap_or("").to_string();
     let auth = authorized(&app, &headers);
     emit!(kind::SERVER_RECV, msg = %body, request = %request, auth);
+    let mut owed = Owed(Some(request.clone()));
     if !auth {
-        emit!(kind::SERVER_SEND, msg = "", status = 401u16);
+        owed.answered();
+        emit!(kind::SERVER_SEND, msg = "", status = 401u16, request = %request);
         let challenge = format!(
             "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource\"",
             base()
@@ -85,7 +87,8 @@ async fn on_post(State(app): State<App>, headers: HeaderMap, body: String) -> Re
         return (StatusCode::UNAUTHORIZED, [("www-authenticate", challenge)]).into_response();
     }
     let Shape::Request { id, method } = jsonrpc::shape(&msg) else {
-        emit!(kind::SERVER_SEND, msg = "", status = 202u16);
+        owed.answered();
+        emit!(kind::SERVER_SEND, msg = "", status = 202u16, request = %request);
         return StatusCode::ACCEPTED.into_response();
     };
     if lock(&app.knobs).wedged.contains(&method) {
@@ -96,8 +99,28 @@ async fn on_post(State(app): State<App>, headers: HeaderMap, body: String) -> Re
         Ok(result) => jsonrpc::result(&id, result),
         Err((code, text)) => jsonrpc::error(Some(&id), code, &text),
     };
-    emit!(kind::SERVER_SEND, msg = %reply, status = 200u16);
+    owed.answered();
+    emit!(kind::SERVER_SEND, msg = %reply, status = 200u16, request = %request);
     Json(reply).into_response()
+}
+
+/// A received message not yet answered: dropped unanswered (the daemon closed the connection and
+/// the handler went with it), it records `server.gone` — while the simulation runs, not when the
+/// run's hosts are torn down.
+struct Owed(Option<String>);
+
+impl Owed {
+    fn answered(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Owed {
+    fn drop(&mut self) {
+        if let Some(request) = self.0.take().filter(|_| turmoil::sim_elapsed().is_some()) {
+            emit!(kind::SERVER_GONE, request = %request);
+        }
+    }
 }
 
 type Answer = Result<Value, (i64, String)>;
