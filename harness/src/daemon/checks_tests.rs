@@ -818,3 +818,15 @@ fn after_heal_succeeds_flags_a_busy_refusal_after_heal() {
     wedged.extend([action(4_000, 2), done_as(64_100, 2, "daemon_busy")]);
     assert_eq!(run(after_heal_succeeds, wedged), vec![]);
 }
+
+#[test]
+fn quiescence_excuses_a_daemon_that_exited_while_the_report_asked_it() {
+    let unanswered = |pid: u64| {
+        let fields = [("pid", json!(pid)), ("answered", json!(false)), ("active", json!(""))];
+        TraceEvent::new(1_000, host::CLI, kind::CLI_REPORT, &fields)
+    };
+    let gone = vec![fault(0, "heal", "start"), unanswered(3), settled(1_010, 4, "4", "")];
+    assert_eq!(run(quiescence, gone), vec![]);
+    let silent = vec![fault(0, "heal", "start"), unanswered(4), settled(1_010, 4, "4", "")];
+    assert_eq!(run(quiescence, silent).len(), 1);
+}

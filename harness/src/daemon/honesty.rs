@@ -270,10 +270,19 @@ pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
     }
     let story = Story::new(facts);
     let mut found = Vec::new();
+    let still_live: Vec<u64> = settled
+        .text("live")
+        .split(',')
+        .filter_map(|p| p.parse().ok())
+        .collect();
     for (index, event) in facts.trace.of_kind(kind::CLI_REPORT) {
         let pid = event.num("pid");
         let to = event.at_ms;
         let detail = if event.get("answered") != Some(&Value::Bool(true)) {
+            // A daemon that exited while the report asked it (a superseded one) owes no answer.
+            if !still_live.contains(&pid) {
+                continue;
+            }
             format!("live pid {pid} did not answer status after the run settled")
         } else {
             let active = event.text("active").parse::<u64>().unwrap_or(0);
