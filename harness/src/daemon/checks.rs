@@ -41,6 +41,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("justified_refusal", honesty::justified_refusal),
     ("quiescence", honesty::quiescence),
     ("after_heal_succeeds", honesty::after_heal_succeeds),
+    ("no_orphaned_work", honesty::no_orphaned_work),
 ];
 
 /// Run every checker.

@@ -6,7 +6,9 @@ use bridge_under_test::events::{host, kind};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::daemon::honesty::{after_heal_succeeds, honest_status, justified_refusal, quiescence};
+use crate::daemon::honesty::{
+    after_heal_succeeds, honest_status, justified_refusal, no_orphaned_work, quiescence,
+};
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent};
 
@@ -817,6 +819,44 @@ fn after_heal_succeeds_flags_a_busy_refusal_after_heal() {
     let mut wedged = vec![fault(0, "wedged_method", "start")];
     wedged.extend([action(4_000, 2), done_as(64_100, 2, "daemon_busy")]);
     assert_eq!(run(after_heal_succeeds, wedged), vec![]);
+}
+
+#[test]
+fn no_orphaned_work_passes_work_that_ends_with_its_request() {
+    // Upstream messages before the answer, and a dropped request's work inside the bound.
+    let answered = vec![
+        action(0, 1),
+        send_to(10, 1, 1, 1),
+        upstream(20, kind::SERVER_RECV, "a1.1"),
+        upstream(30, kind::SERVER_SEND, "a1.1"),
+        upstream(40, kind::SERVER_RECV, "a1.1"),
+        upstream(50, kind::SERVER_SEND, "a1.1"),
+        reply(60, "a1.1", ""),
+    ];
+    assert_eq!(run(no_orphaned_work, answered), vec![]);
+    let mut dropped = reset_then_drain(5_000, "1");
+    dropped.push(upstream(4_000, kind::SERVER_RECV, "a1.1"));
+    assert_eq!(run(no_orphaned_work, dropped), vec![]);
+}
+
+#[test]
+fn no_orphaned_work_flags_work_after_the_answer_and_past_every_bound() {
+    let after = vec![
+        action(0, 1),
+        send_to(10, 1, 1, 1),
+        upstream(20, kind::SERVER_RECV, "a1.1"),
+        upstream(30, kind::SERVER_SEND, "a1.1"),
+        reply(60, "a1.1", ""),
+        upstream(500, kind::SERVER_RECV, "a1.1"),
+    ];
+    let found = run(no_orphaned_work, after);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("after the CLI read"), "{found:?}");
+    let mut endless = reset_then_drain(5_000, "1");
+    endless.push(upstream(200_000, kind::SERVER_RECV, "a1.1"));
+    let found = run(no_orphaned_work, endless);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("later than any correct work"), "{found:?}");
 }
 
 #[test]

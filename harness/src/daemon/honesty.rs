@@ -383,3 +383,44 @@ fn drain_met_work(story: &Story<'_, '_>, action: u64, before: usize) -> bool {
         pid != 0 && (probe.text("active").is_empty() || !story.possible(pid, from, to).is_empty())
     })
 }
+
+/// No orphaned work: the MCP server receives nothing for a user request once the CLI has read
+/// the daemon's answer to it, nor later than a correct daemon could still be working on it (the
+/// OAuth wait and every page, or the ceiling's call, plus every disruption's length, from the
+/// send): work for a request that has ended must end with it.
+pub fn no_orphaned_work(facts: &Facts<'_>) -> Vec<Violation> {
+    let story = Story::new(facts);
+    let stalled: u64 = facts.disruptions.iter().map(|(s, e)| e.saturating_sub(*s)).sum();
+    let by_id: BTreeMap<&str, &Attempt> = facts.attempts.iter().map(|a| (a.id.as_str(), a)).collect();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::SERVER_RECV) {
+        let request = event.text("request");
+        let Some(attempt) = by_id.get(request.as_str()) else {
+            continue;
+        };
+        let at = event.at_ms;
+        let answered = attempt
+            .end
+            .as_ref()
+            .filter(|e| !e.transport)
+            .map(|e| e.at_ms);
+        let bound = attempt
+            .at_ms
+            .saturating_add(story.work_bound_ms(attempt))
+            .saturating_add(stalled);
+        let detail = match answered {
+            Some(end) if at > end + facts.slack_ms => format!(
+                "the MCP server received a message for {request} at {at} ms, after the CLI read \
+                 its answer at {end} ms"
+            ),
+            _ if at > bound => format!(
+                "the MCP server received a message for {request} at {at} ms, later than any \
+                 correct work for it sent at {} ms could run (until {bound} ms)",
+                attempt.at_ms
+            ),
+            _ => continue,
+        };
+        found.push(facts.violation("no_orphaned_work", index, detail));
+    }
+    capped(found)
+}
