@@ -70,7 +70,7 @@
 //! | kind | host | fields |
 //! |---|---|---|
 //! | `cli.action` | cli | `action`, `method`, `timeout_ms` (0 when the call gives none), `client` (its lane), `version` (protocol): a user invocation starts |
-//! | `cli.send` | cli | `action`, `attempt`, `id`, `msg` (the exact request line) |
+//! | `cli.send` | cli | `action`, `attempt`, `id`, `pid` (the daemon the metadata named, whose socket it is sent to), `msg` (the exact request line) |
 //! | `cli.frame` | cli | `id` (the frame's), `matched` (it re-armed the idle budget) |
 //! | `cli.reply` | cli | `id`, `ok`, `code` (empty on success) |
 //! | `cli.fail` | cli | `id`, `reason` (`idle`, `budget`, `reset`, `refused`, `unparseable`): a transport failure |
@@ -80,6 +80,8 @@
 //! | `cli.stop` | cli | `action`, `id`, `target` (the pid meant to be stopped), `addressed` (the pid in the request, 0 if none) |
 //! | `cli.launch` | cli | `action`, `pid`, `version`, `config`: a launch under the start lock |
 //! | `cli.done` | cli | `action`, `outcome` (`ok`, a daemon error code, or a transport reason), `attempts` |
+//! | `cli.report` | cli | `pid`, `answered`, `active` (the `activeRequests` it read, empty if none): the end-of-run `status` of each live daemon, after the last invocation and a settle |
+//! | `cli.settled` | cli | `metadata` (the pid the metadata file names, 0 if none), `live` (live pids, comma-separated), `locks` (lock files held): the end-of-run resource report |
 //! | `daemon.launch` | daemon | `pid`: a daemon process starts (counted at the process table) |
 //! | `daemon.start` | daemon | `pid`, `socket`, `protocol_version`, `config` (fingerprint): listening, metadata written |
 //! | `daemon.exit` | daemon | `pid`, `reason` (`stop`, `crash`, `kill`, `superseded`: the metadata names another daemon and nothing was in flight) |
@@ -88,7 +90,8 @@
 //! | `daemon.reply` | daemon | `pid`, `id`, `ok`, `code` |
 //! | `daemon.oauth` | daemon | `pid`, `id`, `phase` (`start`, `token`, `timeout`, `error`), `state` |
 //! | `server.recv` | mcp | `msg` (the JSON-RPC message as received), `request` (the daemon request id from `_meta`), `auth` |
-//! | `server.send` | mcp | `msg` (the JSON-RPC response), `status` (HTTP) |
+//! | `server.send` | mcp | `msg` (the JSON-RPC response), `status` (HTTP), `request` (the daemon request id of the message it answers) |
+//! | `server.gone` | mcp | `request`: a received message's handler was dropped unanswered (the daemon closed its connection) |
 //! | `server.exec` | mcp | `request`, `method`: a logical execution (`tools/call`, `resources/*`, the first page of `tools/list`) |
 //! | `oauth.register` | oauth | `client_id` |
 //! | `oauth.authorize` | oauth | `client_id`, `state`, `ok`: the user approved; a code was issued when ok |
@@ -180,6 +183,8 @@ pub mod kind {
     pub const CLI_FAIL: &str = "cli.fail";
     pub const CLI_RESTART: &str = "cli.restart";
     pub const CLI_DONE: &str = "cli.done";
+    pub const CLI_REPORT: &str = "cli.report";
+    pub const CLI_SETTLED: &str = "cli.settled";
     pub const DAEMON_LAUNCH: &str = "daemon.launch";
     pub const DAEMON_START: &str = "daemon.start";
     pub const DAEMON_EXIT: &str = "daemon.exit";
@@ -194,6 +199,7 @@ pub mod kind {
     pub const SERVER_RECV: &str = "server.recv";
     pub const SERVER_SEND: &str = "server.send";
     pub const SERVER_EXEC: &str = "server.exec";
+    pub const SERVER_GONE: &str = "server.gone";
     pub const OAUTH_REGISTER: &str = "oauth.register";
     pub const OAUTH_AUTHORIZE: &str = "oauth.authorize";
     pub const OAUTH_TOKEN: &str = "oauth.token";

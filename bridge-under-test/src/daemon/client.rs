@@ -124,6 +124,7 @@ pub async fn run(cli: Cli, invocations: Vec<Invocation>) -> Result<(), Box<dyn s
     }
     let lanes = lanes.into_values().map(|lane| run_lane(&cli, start, lane));
     futures_util::future::join_all(lanes).await;
+    replace::report(&cli).await;
     Ok(())
 }
 
@@ -213,7 +214,7 @@ async fn attempt(
         progress_interval_ms: modern.then(|| cli.rules.requested_interval_ms(timeout_ms)),
     };
     let line = serde_json::to_string(&request).unwrap_or_default();
-    emit!(kind::CLI_SEND, action, attempt, id = %request.id, msg = %line);
+    emit!(kind::CLI_SEND, action, attempt, id = %request.id, pid = daemon.pid, msg = %line);
     // A daemon of protocol 1 writes no frames: wait for the whole operation, as a v1 client does.
     let budget = if modern && daemon.protocol_version >= PROTOCOL_VERSION {
         cli.rules.socket_budget(method.name(), timeout_ms)

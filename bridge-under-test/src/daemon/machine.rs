@@ -176,6 +176,11 @@ impl Machine {
         self.state.borrow_mut().locks.insert(name.to_string())
     }
 
+    /// The lock files held now, by name.
+    pub fn locks(&self) -> Vec<String> {
+        self.state.borrow().locks.iter().cloned().collect()
+    }
+
     pub fn unlock(&self, name: &str) {
         self.state.borrow_mut().locks.remove(name);
     }

@@ -4,6 +4,9 @@
 //! its protected-resource metadata, which names the authorization server. Fault knobs:
 //! [`McpKnobs`](super::knobs::McpKnobs).
 
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -35,6 +38,9 @@ pub const RESOURCE_URI: &str = "file:///notes.txt";
 struct App {
     knobs: SharedMcpKnobs,
     issued: SharedIssued,
+    /// The bearer tokens that have sent `initialize`: as a real server, this one answers requests
+    /// other than `initialize` and `ping` only in an initialized session.
+    sessions: Arc<Mutex<BTreeSet<String>>>,
 }
 
 /// Serve until the simulation ends.
@@ -48,7 +54,11 @@ pub async fn run(
             "/.well-known/oauth-protected-resource",
             get(resource_metadata),
         )
-        .with_state(App { knobs, issued });
+        .with_state(App {
+            knobs,
+            issued,
+            sessions: Arc::default(),
+        });
     http::serve(MCP_PORT, router).await?;
     Ok(())
 }
@@ -62,10 +72,13 @@ async fn resource_metadata() -> Json<Value> {
     Json(json!({"resource": format!("{}/mcp", base()), "authorization_servers": [oauth::issuer()]}))
 }
 
-fn authorized(app: &App, headers: &HeaderMap) -> bool {
+fn bearer(headers: &HeaderMap) -> &str {
     let token = headers.get("authorization").and_then(|v| v.to_str().ok());
-    let token = token.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
-    lock(&app.issued).contains(token)
+    token.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("")
+}
+
+fn authorized(app: &App, headers: &HeaderMap) -> bool {
+    lock(&app.issued).contains(bearer(headers))
 }
 
 async fn on_post(State(app): State<App>, headers: HeaderMap, body: String) -> Response {
@@ -76,8 +89,10 @@ async fn on_post(State(app): State<App>, headers: HeaderMap, body: String) -> Re
     let request = request.unwrap_or("").to_string();
     let auth = authorized(&app, &headers);
     emit!(kind::SERVER_RECV, msg = %body, request = %request, auth);
+    let mut owed = Owed(Some(request.clone()));
     if !auth {
-        emit!(kind::SERVER_SEND, msg = "", status = 401u16);
+        owed.answered();
+        emit!(kind::SERVER_SEND, msg = "", status = 401u16, request = %request);
         let challenge = format!(
             "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource\"",
             base()
@@ -85,19 +100,52 @@ async fn on_post(State(app): State<App>, headers: HeaderMap, body: String) -> Re
         return (StatusCode::UNAUTHORIZED, [("www-authenticate", challenge)]).into_response();
     }
     let Shape::Request { id, method } = jsonrpc::shape(&msg) else {
-        emit!(kind::SERVER_SEND, msg = "", status = 202u16);
+        owed.answered();
+        emit!(kind::SERVER_SEND, msg = "", status = 202u16, request = %request);
         return StatusCode::ACCEPTED.into_response();
     };
     if lock(&app.knobs).wedged.contains(&method) {
         emit!(kind::FAULT_FIRED, fault = "wedged_method", id = %request);
         std::future::pending::<()>().await;
     }
-    let reply = match answer(&app, &msg, &method, &request).await {
+    let session = bearer(&headers).to_string();
+    let initialized = if method == "initialize" {
+        lock(&app.sessions).insert(session);
+        true
+    } else {
+        method == "ping" || lock(&app.sessions).contains(&session)
+    };
+    let answered = if initialized {
+        answer(&app, &msg, &method, &request).await
+    } else {
+        Err((-32600, format!("Bad Request: {method} before initialize")))
+    };
+    let reply = match answered {
         Ok(result) => jsonrpc::result(&id, result),
         Err((code, text)) => jsonrpc::error(Some(&id), code, &text),
     };
-    emit!(kind::SERVER_SEND, msg = %reply, status = 200u16);
+    owed.answered();
+    emit!(kind::SERVER_SEND, msg = %reply, status = 200u16, request = %request);
     Json(reply).into_response()
+}
+
+/// A received message not yet answered: dropped unanswered (the daemon closed the connection and
+/// the handler went with it), it records `server.gone` — while the simulation runs, not when the
+/// run's hosts are torn down.
+struct Owed(Option<String>);
+
+impl Owed {
+    fn answered(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Owed {
+    fn drop(&mut self) {
+        if let Some(request) = self.0.take().filter(|_| turmoil::sim_elapsed().is_some()) {
+            emit!(kind::SERVER_GONE, request = %request);
+        }
+    }
 }
 
 type Answer = Result<Value, (i64, String)>;

@@ -212,24 +212,64 @@ async fn drain(who: &Who<'_>, target: u64, mut status: Option<Status>, waited: &
 /// `status` from the daemon the metadata names now, whatever its pid.
 async fn probe(who: &Who<'_>, target: u64) -> Option<Status> {
     let metadata = who.cli.machine.metadata()?;
-    let reply = control(who, metadata.socket, "status", json!({})).await;
-    let status = reply.map(|r| Status {
-        pid: r.get("pid").and_then(Value::as_u64).unwrap_or(0),
-        version: r
-            .get("protocolVersion")
-            .and_then(Value::as_u64)
-            .unwrap_or(1),
-        config: r
-            .get("configFingerprint")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
-        active: r.get("activeRequests").and_then(Value::as_u64),
-    });
+    let status = status(who, metadata.socket).await;
     let (pid, active) = status.as_ref().map_or((0, None), |s| (s.pid, s.active));
     let active = active.map_or(String::new(), |a| a.to_string());
     emit!(kind::CLI_PROBE, action = who.action, target, pid, active = %active);
     status
+}
+
+/// `status` from the daemon on `socket`, parsed.
+async fn status(who: &Who<'_>, socket: u16) -> Option<Status> {
+    let reply = control(who, socket, "status", json!({})).await?;
+    Some(Status {
+        pid: reply.get("pid").and_then(Value::as_u64).unwrap_or(0),
+        version: reply
+            .get("protocolVersion")
+            .and_then(Value::as_u64)
+            .unwrap_or(1),
+        config: reply
+            .get("configFingerprint")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        active: reply.get("activeRequests").and_then(Value::as_u64),
+    })
+}
+
+/// How long the CLI waits after its last invocation before the end-of-run report: a superseded
+/// daemon's exit poll and a stopped daemon's exit fit in it.
+pub const SETTLE_MS: u64 = 5 * POLL_MS;
+
+/// The end-of-run resource report, [`SETTLE_MS`] after every invocation ended: `status` from
+/// every live daemon (`cli.report`), then the metadata file, the live pids and the lock files
+/// (`cli.settled`). The checkers hold it against what the run showed.
+pub async fn report(cli: &Cli) {
+    seam::sleep_ms(SETTLE_MS).await;
+    let who = Who {
+        cli,
+        action: 0,
+        version: PROTOCOL_VERSION,
+        seq: Cell::new(0),
+    };
+    let machine = &cli.machine;
+    for pid in machine.live_pids() {
+        let seen = status(&who, port(SOCKET_BASE, pid)).await;
+        let active = seen
+            .as_ref()
+            .and_then(|s| s.active)
+            .map_or(String::new(), |a| a.to_string());
+        let answered = seen.is_some_and(|s| s.pid == pid);
+        emit!(kind::CLI_REPORT, pid, answered, active = %active);
+    }
+    let metadata = machine.metadata().map_or(0, |m| m.pid);
+    let live: Vec<String> = machine.live_pids().iter().map(u64::to_string).collect();
+    emit!(
+        kind::CLI_SETTLED,
+        metadata,
+        live = %live.join(","),
+        locks = %machine.locks().join(",")
+    );
 }
 
 /// `stop` addressed to `target` on its own socket (the regressed drain sends it unaddressed to

@@ -67,9 +67,9 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
         interval_ms = interval_ms.unwrap_or(0),
         first_ms = if interval_ms.is_some() { first_ms } else { 0 }
     );
-    ctx.state.borrow_mut().active += 1;
+    let counted = Active::admit(ctx);
     let outcome = with_frames(ctx, &mut writer, &request, (interval_ms, admitted)).await;
-    ctx.state.borrow_mut().active -= 1;
+    drop(counted);
     let Ok(outcome) = outcome else { return };
     let (ok, code) = (
         outcome.is_ok(),
@@ -85,6 +85,26 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
     let _ = writer.shutdown().await;
     if request.method == "stop" && ok {
         ctx.stop.notify_one();
+    }
+}
+
+/// A request counted in `activeRequests` from admission until its work ends: answered, failed,
+/// or dropped with its connection (a reset drops the serving future mid-await, so the count is
+/// given back on drop, not after the await: otherwise one reset leaves the daemon "busy" forever
+/// and every later replacement drains out and is refused).
+struct Active<'a>(&'a Ctx);
+
+impl<'a> Active<'a> {
+    fn admit(ctx: &'a Ctx) -> Self {
+        ctx.state.borrow_mut().active += 1;
+        Self(ctx)
+    }
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.state.borrow_mut();
+        state.active = state.active.saturating_sub(1);
     }
 }
 

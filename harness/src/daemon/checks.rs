@@ -8,7 +8,7 @@ use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
 use super::faults::DISRUPTIVE;
-use super::lifecycle;
+use super::{honesty, lifecycle};
 use crate::check::{capped, message};
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
@@ -37,6 +37,11 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("one_daemon_per_config", lifecycle::one_daemon_per_config),
     ("mixed_versions_work", lifecycle::mixed_versions_work),
     ("replacement_ends", lifecycle::replacement_ends),
+    ("honest_status", honesty::honest_status),
+    ("justified_refusal", honesty::justified_refusal),
+    ("quiescence", honesty::quiescence),
+    ("after_heal_succeeds", honesty::after_heal_succeeds),
+    ("no_orphaned_work", honesty::no_orphaned_work),
 ];
 
 /// Run every checker.
@@ -66,6 +71,8 @@ pub struct Attempt {
     pub at_ms: u64,
     pub id: String,
     pub action: u64,
+    /// The daemon the metadata named when it was sent (whose socket it went to); 0 if unknown.
+    pub pid: u64,
     pub method: String,
     pub timeout_ms: Option<u64>,
     /// The send, then every frame whose id matched: when the CLI last heard from the daemon.
@@ -287,6 +294,7 @@ fn attempt(index: usize, event: &TraceEvent) -> Attempt {
         at_ms: event.at_ms,
         id: event.text("id"),
         action: event.num("action"),
+        pid: event.num("pid"),
         method: msg
             .get("method")
             .and_then(Value::as_str)

@@ -6,6 +6,9 @@ use bridge_under_test::events::{host, kind};
 use serde_json::{json, Value};
 
 use super::*;
+use crate::daemon::honesty::{
+    after_heal_succeeds, honest_status, justified_refusal, no_orphaned_work, quiescence,
+};
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent};
 
@@ -625,4 +628,245 @@ fn replacement_ends_flags_a_silent_or_early_refusal() {
     assert_eq!(found.len(), 2, "{found:?}");
     assert!(found[0].detail.contains("without a message"));
     assert!(found[1].detail.contains("after only"));
+}
+
+// --- Honest self-reports, refusals, quiescence, outcomes after heal (`honesty.rs`).
+
+/// `send` to the daemon `pid`.
+fn send_to(at_ms: u64, action: u64, attempt: u64, pid: u64) -> TraceEvent {
+    let mut event = send(at_ms, action, attempt, "callTool", None);
+    event.fields.push(("pid".to_string(), json!(pid)));
+    event
+}
+
+fn upstream(at_ms: u64, kind: &str, request: &str) -> TraceEvent {
+    let fields = [("msg", json!("{}")), ("request", json!(request))];
+    TraceEvent::new(at_ms, host::MCP, kind, &fields)
+}
+
+fn refused(at_ms: u64, action: u64, pid: u64) -> TraceEvent {
+    let fields = [
+        ("action", json!(action)),
+        ("pid", json!(pid)),
+        ("reason", json!("transport")),
+        ("outcome", json!("refused")),
+        ("message", json!("daemon pid 1 still has requests in flight after 60000 ms")),
+    ];
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_REPLACE, &fields)
+}
+
+fn done_as(at_ms: u64, action: u64, outcome: &str) -> TraceEvent {
+    TraceEvent::new(
+        at_ms,
+        host::CLI,
+        kind::CLI_DONE,
+        &[("action", json!(action)), ("outcome", json!(outcome))],
+    )
+}
+
+fn report(at_ms: u64, pid: u64, active: &str) -> TraceEvent {
+    let fields = [("pid", json!(pid)), ("answered", json!(true)), ("active", json!(active))];
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_REPORT, &fields)
+}
+
+fn settled(at_ms: u64, metadata: u64, live: &str, locks: &str) -> TraceEvent {
+    let fields = [
+        ("metadata", json!(metadata)),
+        ("live", json!(live)),
+        ("locks", json!(locks)),
+    ];
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_SETTLED, &fields)
+}
+
+/// Action 1's request a1.1 at pid 1 is reset at 200 ms while its tools/call runs upstream until
+/// `upstream_end`; action 1 then drains pid 1, whose status says `active`.
+fn reset_then_drain(upstream_end: u64, active: &str) -> Vec<TraceEvent> {
+    vec![
+        action(0, 1),
+        send_to(10, 1, 1, 1),
+        upstream(20, kind::SERVER_RECV, "a1.1"),
+        fault(200, "socket_reset", "start"),
+        fail(200, "a1.1", "reset"),
+        upstream(upstream_end, kind::SERVER_GONE, "a1.1"),
+        probe(1_500, 1, 1, active),
+        probe(2_600, 1, 1, active),
+    ]
+}
+
+#[test]
+fn honest_status_passes_a_count_the_observations_allow() {
+    // While a2.1 waits for its answer, pid 1 is busy with it.
+    let busy = vec![
+        action(0, 2),
+        send_to(10, 2, 1, 1),
+        action(100, 1),
+        probe(1_500, 1, 1, "1"),
+        reply(3_000, "a2.1", ""),
+        probe(3_100, 1, 1, "0"),
+    ];
+    assert_eq!(run(honest_status, busy), vec![]);
+    // A reset request whose upstream call still runs may still be counted.
+    assert_eq!(run(honest_status, reset_then_drain(5_000, "1")), vec![]);
+    assert_eq!(run(honest_status, reset_then_drain(210, "0")), vec![]);
+}
+
+#[test]
+fn honest_status_flags_a_count_left_by_a_reset_and_an_idle_lie() {
+    let leaked = run(honest_status, reset_then_drain(210, "1"));
+    assert_eq!(leaked.len(), 2, "{leaked:?}");
+    assert!(leaked[0].detail.contains("at most 0"), "{leaked:?}");
+    let lie = vec![
+        action(0, 2),
+        send_to(10, 2, 1, 1),
+        action(100, 1),
+        probe(1_500, 1, 1, "0"),
+        reply(3_000, "a2.1", ""),
+    ];
+    let found = run(honest_status, lie);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("at least 1"), "{found:?}");
+}
+
+#[test]
+fn justified_refusal_passes_a_drain_of_real_work() {
+    let mut events = vec![action(0, 2), send_to(10, 2, 1, 1), action(100, 1)];
+    events.push(probe(60_100, 1, 1, "1"));
+    events.push(refused(60_110, 1, 1));
+    events.push(done_as(60_110, 1, "daemon_busy"));
+    assert_eq!(run(justified_refusal, events), vec![]);
+    // Protocol 1 says nothing: absent counts as busy.
+    let v1 = vec![action(0, 1), probe(60_100, 1, 1, ""), refused(60_110, 1, 1)];
+    assert_eq!(run(justified_refusal, v1), vec![]);
+}
+
+#[test]
+fn justified_refusal_flags_a_drain_of_nothing_and_a_retried_refusal() {
+    let mut events = reset_then_drain(210, "1");
+    events.push(refused(2_700, 1, 1));
+    events.push(send_to(2_800, 1, 2, 1));
+    events.push(done_as(3_000, 1, "ok"));
+    let found = run(justified_refusal, events);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let detail = &found[0].detail;
+    assert!(detail.contains("no user request in flight"), "{detail}");
+    assert!(detail.contains("sent another request"), "{detail}");
+    assert!(detail.contains("ended \"ok\""), "{detail}");
+}
+
+#[test]
+fn quiescence_passes_an_idle_settled_run() {
+    let idle = vec![
+        fault(0, "heal", "start"),
+        action(0, 1),
+        send_to(10, 1, 1, 1),
+        reply(500, "a1.1", ""),
+        report(1_000, 1, "0"),
+        settled(1_000, 1, "1", ""),
+    ];
+    assert_eq!(run(quiescence, idle), vec![]);
+    // A crashed daemon cannot remove its metadata.
+    let crashed = vec![
+        fault(0, "heal", "start"),
+        exit(300, 1, "crash"),
+        settled(1_000, 1, "", ""),
+    ];
+    assert_eq!(run(quiescence, crashed), vec![]);
+}
+
+#[test]
+fn quiescence_flags_a_busy_daemon_a_stale_file_and_a_held_lock() {
+    let mut events = reset_then_drain(210, "1");
+    events.insert(0, fault(0, "heal", "start"));
+    events.push(report(4_000, 1, "1"));
+    events.push(exit(4_100, 2, "stop"));
+    events.push(settled(4_200, 2, "1", "start"));
+    let found = run(quiescence, events);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(found[0].detail.contains("reported 1"), "{found:?}");
+    assert!(found[1].detail.contains("not running"), "{found:?}");
+    assert!(found[2].detail.contains("start"), "{found:?}");
+}
+
+#[test]
+fn after_heal_succeeds_passes_a_recovered_action() {
+    let events = vec![
+        fault(100, "socket_reset", "start"),
+        fault(100, "heal", "start"),
+        action(0, 1),
+        done_as(3_000, 1, "reset"),
+        action(4_000, 2),
+        done_as(4_500, 2, "ok"),
+        action(5_000, 3),
+        done_as(6_500, 3, "operation_timeout"),
+    ];
+    assert_eq!(run(after_heal_succeeds, events), vec![]);
+}
+
+#[test]
+fn after_heal_succeeds_flags_a_busy_refusal_after_heal() {
+    let events = vec![
+        fault(100, "socket_reset", "start"),
+        fault(100, "heal", "start"),
+        action(0, 1),
+        done_as(3_000, 1, "reset"),
+        action(4_000, 2),
+        probe(64_000, 2, 1, "1"),
+        done_as(64_100, 2, "daemon_busy"),
+    ];
+    let found = run(after_heal_succeeds, events);
+    assert_eq!(found.len(), 1, "{found:?}");
+    // The same refusal is not judged when a wedged server keeps work legitimately in flight.
+    let mut wedged = vec![fault(0, "wedged_method", "start")];
+    wedged.extend([action(4_000, 2), done_as(64_100, 2, "daemon_busy")]);
+    assert_eq!(run(after_heal_succeeds, wedged), vec![]);
+}
+
+#[test]
+fn no_orphaned_work_passes_work_that_ends_with_its_request() {
+    // Upstream messages before the answer, and a dropped request's work inside the bound.
+    let answered = vec![
+        action(0, 1),
+        send_to(10, 1, 1, 1),
+        upstream(20, kind::SERVER_RECV, "a1.1"),
+        upstream(30, kind::SERVER_SEND, "a1.1"),
+        upstream(40, kind::SERVER_RECV, "a1.1"),
+        upstream(50, kind::SERVER_SEND, "a1.1"),
+        reply(60, "a1.1", ""),
+    ];
+    assert_eq!(run(no_orphaned_work, answered), vec![]);
+    let mut dropped = reset_then_drain(5_000, "1");
+    dropped.push(upstream(4_000, kind::SERVER_RECV, "a1.1"));
+    assert_eq!(run(no_orphaned_work, dropped), vec![]);
+}
+
+#[test]
+fn no_orphaned_work_flags_work_after_the_answer_and_past_every_bound() {
+    let after = vec![
+        action(0, 1),
+        send_to(10, 1, 1, 1),
+        upstream(20, kind::SERVER_RECV, "a1.1"),
+        upstream(30, kind::SERVER_SEND, "a1.1"),
+        reply(60, "a1.1", ""),
+        upstream(500, kind::SERVER_RECV, "a1.1"),
+    ];
+    let found = run(no_orphaned_work, after);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("after the CLI read"), "{found:?}");
+    let mut endless = reset_then_drain(5_000, "1");
+    endless.push(upstream(200_000, kind::SERVER_RECV, "a1.1"));
+    let found = run(no_orphaned_work, endless);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("later than any correct work"), "{found:?}");
+}
+
+#[test]
+fn quiescence_excuses_a_daemon_that_exited_while_the_report_asked_it() {
+    let unanswered = |pid: u64| {
+        let fields = [("pid", json!(pid)), ("answered", json!(false)), ("active", json!(""))];
+        TraceEvent::new(1_000, host::CLI, kind::CLI_REPORT, &fields)
+    };
+    let gone = vec![fault(0, "heal", "start"), unanswered(3), settled(1_010, 4, "4", "")];
+    assert_eq!(run(quiescence, gone), vec![]);
+    let silent = vec![fault(0, "heal", "start"), unanswered(4), settled(1_010, 4, "4", "")];
+    assert_eq!(run(quiescence, silent).len(), 1);
 }

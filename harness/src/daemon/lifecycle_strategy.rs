@@ -110,7 +110,7 @@ fn profile() -> impl Strategy<Value = Vec<&'static str>> {
     (
         prop::bool::weighted(0.8),
         prop::bool::weighted(0.7),
-        prop::bool::weighted(0.15),
+        prop::bool::weighted(0.3),
         prop::bool::weighted(0.4),
     )
         .prop_map(|(edit, peer, crash, approval)| {

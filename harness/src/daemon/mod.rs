@@ -4,6 +4,7 @@
 pub mod checks;
 pub mod coverage;
 pub mod faults;
+pub mod honesty;
 pub mod interleavings;
 pub mod lifecycle;
 pub mod lifecycle_strategy;

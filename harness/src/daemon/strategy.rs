@@ -155,12 +155,18 @@ fn workload(timing: Timing) -> impl Strategy<Value = Vec<Invocation>> {
 fn fault(
     kind: &'static str,
     timing: &Timing,
-    actions: usize,
+    starts: &[u64],
     span_ms: u64,
 ) -> BoxedStrategy<DaemonFault> {
+    let actions = starts.len();
     let big = *large_deadline(timing).end();
     let oauth = timing.oauth_timeout_ms;
-    let at = 0..=span_ms;
+    // Half the onsets land anywhere in the run; half just after an invocation starts, so a
+    // fault meets a request before dispatch, during OAuth or between pages, not only mid-call.
+    let anchors = if starts.is_empty() { vec![0] } else { starts.to_vec() };
+    let early = (prop::sample::select(anchors), 0..=oauth.min(600))
+        .prop_map(|(start, offset)| start + offset);
+    let at = prop_oneof![1 => (0..=span_ms).boxed(), 1 => early.boxed()];
     match kind {
         "approval_delay" => (20..=oauth * 13 / 10)
             .prop_map(|delay_ms| DaemonFault::ApprovalDelay { delay_ms })
@@ -186,10 +192,11 @@ fn fault(
         "slow_tool" => (100..=oauth + big)
             .prop_map(|run_ms| DaemonFault::SlowTool { run_ms })
             .boxed(),
-        "daemon_stall" => (at, 50..=3 * big)
+        "daemon_stall" => (at.clone(), 50..=3 * big)
             .prop_map(|(at_ms, for_ms)| DaemonFault::DaemonStall { at_ms, for_ms })
             .boxed(),
         "daemon_crash" => at
+            .clone()
             .prop_map(|at_ms| DaemonFault::DaemonCrash { at_ms })
             .boxed(),
         "socket_reset" => at
@@ -225,9 +232,10 @@ pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
         .prop_flat_map(|(kinds, timing, invocations, pages, approval_ms)| {
             let span_ms =
                 invocations.last().map_or(0, |i| i.at_ms) + 2 * *large_deadline(&timing).end();
+            let starts: Vec<u64> = invocations.iter().map(|i| i.at_ms).collect();
             let choices: Vec<BoxedStrategy<DaemonFault>> = kinds
                 .iter()
-                .map(|kind| fault(kind, &timing, invocations.len(), span_ms))
+                .map(|kind| fault(kind, &timing, &starts, span_ms))
                 .collect();
             let faults = crate::swarm::plan(choices, 0..=5);
             let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();

@@ -256,3 +256,24 @@ fn every_daemon_switch_is_found_within_the_budget() {
         "switches not found within 256 cases"
     );
 }
+
+// Goal: after one ordinary fault the daemon's report about itself stays true (MODEL.md §2.4 "count
+// it as active until its work has really ended", §4.11, §4.12). Method: replay the case a clean
+// hunt found once `honest_status` existed (seed 1, case 72, kept in `scenarios/races/`): a socket
+// reset drops a1.1 right after dispatch; the CLI restarts through the guards, whose drain probes
+// pid 1. Before the fix the reset dropped the serving future before it gave back its count, so
+// every probe read `activeRequests = 1` with nothing in flight, and the drain ran out and refused
+// (honest_status; with a longer horizon justified_refusal and quiescence too).
+#[test]
+fn reset_request_stops_counting_as_active() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_reset_leaks_active_count.json");
+    let scenario =
+        harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let outcome = run(&scenario);
+    assert_eq!(outcome.violations, vec![]);
+    let probes = events(&outcome, kind::CLI_PROBE);
+    assert!(!probes.is_empty(), "the reset led to no drain: the race was not exercised");
+    assert!(probes.iter().all(|p| p.text("active") == "0"), "a probe read pid 1 busy");
+    let replaced = events(&outcome, kind::CLI_REPLACE);
+    assert_eq!(replaced[0].text("outcome"), "replaced");
+}

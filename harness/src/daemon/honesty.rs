@@ -1,0 +1,426 @@
+//! The daemon's self-reports held against the boundaries (MODEL.md §4.11, §4.12, ORACLES.md §1,
+//! §3, §4): what `status` says, why a replacement was refused, what is left when the run settles,
+//! and what the user gets once faults have healed. Every verdict rests on what the CLIs sent and
+//! read (`cli.send` with the pid it went to, `cli.reply`, `cli.fail`, `cli.probe`, the end-of-run
+//! `cli.report` and `cli.settled`) and on what the MCP server received and answered
+//! (`server.recv`, `server.send`, `server.gone`, each naming the daemon request); the daemon's own
+//! events only explain.
+
+use std::collections::BTreeMap;
+
+use bridge_under_test::daemon::config::STATUS_TIMEOUT_MIN_MS;
+use bridge_under_test::events::{host, kind};
+use serde_json::Value;
+
+use super::checks::{Attempt, Facts};
+use crate::check::capped;
+use crate::trace::{TraceEvent, Violation};
+
+/// A time that never comes: the request may still be in flight at the end of the run.
+const NEVER: u64 = u64::MAX;
+
+/// The fault kinds after which, once healed, a correct daemon serves every later action: they
+/// disturb the daemon process, not the peers' answers or the caller's deadline.
+const HEALABLE: &[&str] = &["daemon_stall", "daemon_crash", "socket_reset", "config_edit", "heal"];
+
+/// Per daemon request, what the MCP server shows of its upstream work: messages received and
+/// not yet answered (or dropped), and when the last one was answered or dropped.
+fn upstream(facts: &Facts<'_>) -> BTreeMap<String, (i64, u64)> {
+    let mut work: BTreeMap<String, (i64, u64)> = BTreeMap::new();
+    for event in facts.trace.events.iter().filter(|e| e.host == host::MCP) {
+        let request = event.text("request");
+        if request.is_empty() {
+            continue;
+        }
+        let entry = work.entry(request).or_default();
+        match event.kind.as_str() {
+            kind::SERVER_RECV => entry.0 += 1,
+            kind::SERVER_SEND | kind::SERVER_GONE => {
+                entry.0 -= 1;
+                entry.1 = entry.1.max(event.at_ms);
+            }
+            _ => {}
+        }
+    }
+    work
+}
+
+/// The observations a status is judged against.
+struct Story<'f, 'a> {
+    facts: &'f Facts<'a>,
+    upstream: BTreeMap<String, (i64, u64)>,
+}
+
+impl<'f, 'a> Story<'f, 'a> {
+    fn new(facts: &'f Facts<'a>) -> Self {
+        Self {
+            facts,
+            upstream: upstream(facts),
+        }
+    }
+
+    /// When the upstream work the MCP server saw for `id` had all ended (0 when there was none).
+    fn upstream_end(&self, id: &str) -> u64 {
+        match self.upstream.get(id) {
+            Some((open, _)) if *open > 0 => NEVER,
+            Some((_, last)) => *last,
+            None => 0,
+        }
+    }
+
+    /// The longest a correct daemon may keep working for a request whose client went away
+    /// without closing it at the daemon: the OAuth wait and every page (or the ceiling's call).
+    fn work_bound_ms(&self, attempt: &Attempt) -> u64 {
+        let facts = self.facts;
+        let call = facts.deadline_ms(attempt).max(facts.sdk_request_timeout_ms);
+        facts.oauth_timeout_ms + (facts.max_pages + 1) * call + facts.slack_ms
+    }
+
+    /// The latest time the daemon may still count `attempt` as in flight: its answer (the daemon
+    /// stops counting before it writes it); for a connection the daemon dropped (`reset`), once
+    /// its upstream work has ended; for one the client gave up on, once the work could have ended.
+    fn closed_ms(&self, attempt: &Attempt) -> u64 {
+        let Some(end) = &attempt.end else {
+            return NEVER;
+        };
+        if !end.transport || end.code == "refused" {
+            return end.at_ms;
+        }
+        let upstream = self.upstream_end(&attempt.id).max(end.at_ms);
+        if end.code == "reset" {
+            upstream
+        } else {
+            upstream.max(attempt.at_ms.saturating_add(self.work_bound_ms(attempt)))
+        }
+    }
+
+    /// The user requests at `pid` that may have been in flight at some moment in `[from, to]`.
+    fn possible(&self, pid: u64, from: u64, to: u64) -> Vec<&'f Attempt> {
+        let slack = self.facts.slack_ms;
+        self.facts
+            .attempts
+            .iter()
+            .filter(|a| a.pid == pid && a.at_ms <= to)
+            .filter(|a| self.closed_ms(a).saturating_add(slack) >= from)
+            .collect()
+    }
+
+    /// The user requests at `pid` certainly in flight throughout `[from, to]`: read by then,
+    /// answered (not dropped) well after, with no disruption that could have delayed the answer.
+    fn certain(&self, pid: u64, from: u64, to: u64) -> usize {
+        let facts = self.facts;
+        let slack = facts.slack_ms;
+        let undisturbed = |until: u64| {
+            !facts
+                .disruptions
+                .iter()
+                .any(|(start, end)| *start <= until && *end + slack >= from)
+        };
+        facts
+            .attempts
+            .iter()
+            .filter(|a| a.pid == pid && a.at_ms + slack <= from)
+            .filter(|a| {
+                a.end
+                    .as_ref()
+                    .is_some_and(|e| !e.transport && e.at_ms > to + slack && undisturbed(e.at_ms))
+            })
+            .count()
+    }
+
+    /// Other clients' control requests (`status`, `stop`) that may have overlapped `[from, to]`:
+    /// the daemon counts them too while it serves them.
+    fn controls(&self, asker: u64, from: u64, to: u64) -> usize {
+        let window = STATUS_TIMEOUT_MIN_MS;
+        self.facts
+            .trace
+            .events
+            .iter()
+            .filter(|e| e.host == host::CLI && e.num("action") != asker)
+            .filter(|e| match e.kind.as_str() {
+                kind::CLI_PROBE => e.at_ms >= from && e.at_ms <= to + window,
+                kind::CLI_STOP => e.at_ms + window >= from && e.at_ms <= to,
+                _ => false,
+            })
+            .count()
+    }
+}
+
+/// A status reply the CLI read: (trace index, event, pid, the `activeRequests` it said, asker).
+fn statuses<'a>(facts: &'a Facts<'_>) -> Vec<(usize, &'a TraceEvent, u64, u64, u64)> {
+    facts
+        .trace
+        .events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.host == host::CLI)
+        .filter(|(_, e)| match e.kind.as_str() {
+            kind::CLI_PROBE => true,
+            kind::CLI_REPORT => e.get("answered") == Some(&Value::Bool(true)),
+            _ => false,
+        })
+        .filter_map(|(index, e)| {
+            let active = e.text("active").parse::<u64>().ok()?;
+            let pid = e.num("pid");
+            (pid != 0).then_some((index, e, pid, active, e.num("action")))
+        })
+        .collect()
+}
+
+/// Honest status: every `activeRequests` a CLI read equals the number of other requests that
+/// daemon really had in flight as the CLI saw them (sent to its socket and not yet answered, or
+/// dropped with upstream work still running at the MCP server, or abandoned by their client
+/// while the work could still run), plus other clients' control requests at that moment.
+/// The status was computed at some moment within the status budget before the CLI read it.
+pub fn honest_status(facts: &Facts<'_>) -> Vec<Violation> {
+    let story = Story::new(facts);
+    let mut found = Vec::new();
+    for (index, event, pid, active, asker) in statuses(facts) {
+        let to = event.at_ms;
+        let from = to.saturating_sub(STATUS_TIMEOUT_MIN_MS);
+        let possible = story.possible(pid, from, to);
+        let upper = possible.len() + story.controls(asker, from, to);
+        let lower = story.certain(pid, from, to);
+        let detail = if active > upper as u64 {
+            let ids: Vec<&str> = possible.iter().map(|a| a.id.as_str()).collect();
+            format!(
+                "pid {pid}'s status read at {to} ms said {active} other requests were in flight; \
+                 at most {upper} could be (requests [{}])",
+                ids.join(", ")
+            )
+        } else if active < lower as u64 {
+            format!(
+                "pid {pid}'s status read at {to} ms said {active} other requests were in flight; \
+                 at least {lower} were"
+            )
+        } else {
+            continue;
+        };
+        found.push(facts.violation("honest_status", index, detail));
+    }
+    capped(found)
+}
+
+/// Justified refusals: a replacement refused because the daemon stayed busy had a user request
+/// really in flight at that daemon when the drain's last probe read it busy (an absent
+/// `activeRequests`, protocol 1, counts as busy by the spec), and the refusal is final: the
+/// action sends nothing more and ends `daemon_busy`.
+pub fn justified_refusal(facts: &Facts<'_>) -> Vec<Violation> {
+    let story = Story::new(facts);
+    let mut found = Vec::new();
+    let events = &facts.trace.events;
+    for (index, event) in facts.trace.of_kind(kind::CLI_REPLACE) {
+        if event.text("outcome") != "refused" || !event.text("message").contains("in flight") {
+            continue;
+        }
+        let action = event.num("action");
+        let last_probe = events[..index]
+            .iter()
+            .rev()
+            .find(|e| e.kind == kind::CLI_PROBE && e.num("action") == action);
+        let mut problems = Vec::new();
+        if let Some(probe) = last_probe {
+            let (pid, to) = (probe.num("pid"), probe.at_ms);
+            let from = to.saturating_sub(STATUS_TIMEOUT_MIN_MS);
+            let said = probe.text("active");
+            if !said.is_empty() && pid != 0 && story.possible(pid, from, to).is_empty() {
+                problems.push(format!(
+                    "its last probe at {to} ms read pid {pid} busy ({said}) with no user request \
+                     in flight there"
+                ));
+            }
+        }
+        let later = &events[index + 1..];
+        let resent = later
+            .iter()
+            .any(|e| e.kind == kind::CLI_SEND && e.num("action") == action);
+        if resent {
+            problems.push("the action sent another request after it".to_string());
+        }
+        let done = later
+            .iter()
+            .find(|e| e.kind == kind::CLI_DONE && e.num("action") == action);
+        if let Some(done) = done.filter(|d| d.text("outcome") != "daemon_busy") {
+            problems.push(format!("the action ended {:?}", done.text("outcome")));
+        }
+        if !problems.is_empty() {
+            let detail = format!(
+                "action {action}'s refusal to replace pid {}: {}",
+                event.num("pid"),
+                problems.join("; ")
+            );
+            found.push(facts.violation("justified_refusal", index, detail));
+        }
+    }
+    capped(found)
+}
+
+/// Quiescence: in the end-of-run report, after heal and settle, every live daemon answers
+/// `status` and is idle unless a user request may still be in flight there, the metadata file
+/// names a live daemon (or one that crashed and could not clean up), and no lock file is held.
+pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
+    let Some((settled_index, settled)) = facts.trace.of_kind(kind::CLI_SETTLED).last() else {
+        return Vec::new();
+    };
+    let healed = facts.trace.events[..settled_index]
+        .iter()
+        .any(|e| e.kind == kind::FAULT_INJECTED && e.text("fault") == "heal");
+    if !healed {
+        return Vec::new();
+    }
+    let story = Story::new(facts);
+    let mut found = Vec::new();
+    let still_live: Vec<u64> = settled
+        .text("live")
+        .split(',')
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    for (index, event) in facts.trace.of_kind(kind::CLI_REPORT) {
+        let pid = event.num("pid");
+        let to = event.at_ms;
+        let detail = if event.get("answered") != Some(&Value::Bool(true)) {
+            // A daemon that exited while the report asked it (a superseded one) owes no answer.
+            if !still_live.contains(&pid) {
+                continue;
+            }
+            format!("live pid {pid} did not answer status after the run settled")
+        } else {
+            let active = event.text("active").parse::<u64>().unwrap_or(0);
+            let from = to.saturating_sub(STATUS_TIMEOUT_MIN_MS);
+            if active == 0 || !story.possible(pid, from, to).is_empty() {
+                continue;
+            }
+            format!("pid {pid} reported {active} requests in flight after the run settled")
+        };
+        found.push(facts.violation("quiescence", index, detail));
+    }
+    let metadata = settled.num("metadata");
+    let live = settled.text("live");
+    let alive = live.split(',').any(|p| p == metadata.to_string());
+    let crashed = facts
+        .trace
+        .of_kind(kind::DAEMON_EXIT)
+        .any(|(_, e)| e.num("pid") == metadata && e.text("reason") == "crash");
+    if metadata != 0 && !alive && !crashed {
+        let detail = format!("the metadata file names pid {metadata}, which is not running");
+        found.push(facts.violation("quiescence", settled_index, detail));
+    }
+    let locks = settled.text("locks");
+    if !locks.is_empty() {
+        let detail = format!("lock files still held after the run settled: {locks}");
+        found.push(facts.violation("quiescence", settled_index, detail));
+    }
+    capped(found)
+}
+
+/// User-level outcome after heal: when every fault of the run disturbed only the daemon
+/// process (a stall, a crash, a reset, a config edit), every action that starts once they have
+/// all happened and healed succeeds: no transport failure, no refusal — only an
+/// `operation_timeout` (work longer than its ceiling), a refusal after a drain that met real work
+/// (or a protocol-1 daemon, which cannot say it is idle), or a lock wait that such a drain ran
+/// out, are outcomes a correct daemon gives there.
+pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
+    let injected: Vec<&TraceEvent> = facts
+        .trace
+        .of_kind(kind::FAULT_INJECTED)
+        .map(|(_, e)| e)
+        .collect();
+    if injected
+        .iter()
+        .any(|e| !HEALABLE.contains(&e.text("fault").as_str()))
+    {
+        return Vec::new();
+    }
+    let last_fault = injected.iter().map(|e| e.at_ms).max().unwrap_or(0);
+    let last_disruption = facts.disruptions.iter().map(|(_, end)| *end).max();
+    let calm_from = last_fault.max(last_disruption.unwrap_or(0)) + facts.slack_ms;
+    let story = Story::new(facts);
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::CLI_DONE) {
+        let action = event.num("action");
+        let Some(start) = facts.actions.iter().find(|a| a.action == action) else {
+            continue;
+        };
+        let outcome = event.text("outcome");
+        // The work itself may outlast its ceiling; `no_early_timeout` judges when it fired.
+        let timed = outcome == "operation_timeout";
+        // A drain that met real work (or a protocol-1 daemon, which cannot say it is idle) is
+        // refused by design, and the start lock stays held through it, so others may time out
+        // waiting for it.
+        let unsaid = match outcome.as_str() {
+            "daemon_busy" => drain_met_work(&story, action, index),
+            "refused" => {
+                let refusals = facts.trace.of_kind(kind::CLI_REPLACE);
+                refusals
+                    .filter(|(i, e)| *i < index && e.text("outcome") == "refused")
+                    .any(|(i, e)| drain_met_work(&story, e.num("action"), i))
+            }
+            _ => false,
+        };
+        if start.start_ms < calm_from || outcome == "ok" || timed || unsaid {
+            continue;
+        }
+        let detail = format!(
+            "action {action} began at {} ms, after every fault had healed, and ended {:?}",
+            start.start_ms,
+            outcome
+        );
+        found.push(facts.violation("after_heal_succeeds", index, detail));
+    }
+    capped(found)
+}
+
+/// Whether `action`'s last drain probe before trace index `before` read a daemon that does not
+/// report `activeRequests` (protocol 1), or one with a user request possibly in flight.
+fn drain_met_work(story: &Story<'_, '_>, action: u64, before: usize) -> bool {
+    let probe = story.facts.trace.events[..before]
+        .iter()
+        .rev()
+        .find(|e| e.kind == kind::CLI_PROBE && e.num("action") == action);
+    probe.is_some_and(|probe| {
+        let (pid, to) = (probe.num("pid"), probe.at_ms);
+        let from = to.saturating_sub(STATUS_TIMEOUT_MIN_MS);
+        pid != 0 && (probe.text("active").is_empty() || !story.possible(pid, from, to).is_empty())
+    })
+}
+
+/// No orphaned work: the MCP server receives nothing for a user request once the CLI has read
+/// the daemon's answer to it, nor later than a correct daemon could still be working on it (the
+/// OAuth wait and every page, or the ceiling's call, plus every disruption's length, from the
+/// send): work for a request that has ended must end with it.
+pub fn no_orphaned_work(facts: &Facts<'_>) -> Vec<Violation> {
+    let story = Story::new(facts);
+    let stalled: u64 = facts.disruptions.iter().map(|(s, e)| e.saturating_sub(*s)).sum();
+    let by_id: BTreeMap<&str, &Attempt> = facts.attempts.iter().map(|a| (a.id.as_str(), a)).collect();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::SERVER_RECV) {
+        let request = event.text("request");
+        let Some(attempt) = by_id.get(request.as_str()) else {
+            continue;
+        };
+        let at = event.at_ms;
+        let answered = attempt
+            .end
+            .as_ref()
+            .filter(|e| !e.transport)
+            .map(|e| e.at_ms);
+        let bound = attempt
+            .at_ms
+            .saturating_add(story.work_bound_ms(attempt))
+            .saturating_add(stalled);
+        let detail = match answered {
+            Some(end) if at > end + facts.slack_ms => format!(
+                "the MCP server received a message for {request} at {at} ms, after the CLI read \
+                 its answer at {end} ms"
+            ),
+            _ if at > bound => format!(
+                "the MCP server received a message for {request} at {at} ms, later than any \
+                 correct work for it sent at {} ms could run (until {bound} ms)",
+                attempt.at_ms
+            ),
+            _ => continue,
+        };
+        found.push(facts.violation("no_orphaned_work", index, detail));
+    }
+    capped(found)
+}
