@@ -153,7 +153,8 @@ fn a_lost_initialize_reply_never_swallows_a_later_reply() {
 // Method: replay the race (seed 4, case 321): the relayer accepts the call, withholds its reply,
 // then bounces twice; the replay's POST gets no HTTP answer. Before the fix the bridge told the
 // client "the relayer could not be reached" although the relayer had run the call
-// (truthful_endings); now the call stays owed and ends truthfully.
+// (truthful_endings); now the call stays owed and ends truthfully. (Since network errors are
+// also retried, this case no longer reaches the old code path: it guards the outcome only.)
 #[test]
 fn a_network_error_after_acceptance_keeps_the_call_owed() {
     let outcome = race("relay_network_error_after_accept");
