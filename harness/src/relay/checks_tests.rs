@@ -1523,3 +1523,40 @@ fn quiescence_flags_an_exit_without_a_report() {
     events.remove(8);
     assert_one(&run(outcome_checks::quiescence, events), "quiescence", 0, "without its resource report");
 }
+
+#[test]
+fn stories_give_each_reused_id_its_own_upstream_post_within_a_tick() {
+    // Two `tools/list` reuse id 4; the second is sent in the very millisecond the relayer receives
+    // the first's POST (upstream id relay-7). Each POST and reply belongs to its own request.
+    let listing = list_result(json!(4));
+    let post = |at, upstream: &str| relayer(at, kind::HTTP_POST, &[
+        ("session", json!("s1")),
+        ("id", json!(upstream)),
+        ("client_id", json!("4")),
+        ("method", json!("tools/list")),
+        ("action", json!("")),
+        ("key", json!("")),
+        ("status", json!(202)),
+    ]);
+    let sent = |at, upstream: &str| relayer(at, kind::REPLY_SENT, &[
+        ("id", json!(upstream)),
+        ("client_id", json!("4")),
+        ("action", json!("")),
+        ("session", json!("s1")),
+        ("msg", json!(listing.to_string())),
+    ]);
+    let events = vec![
+        std_spec(),                               // 0
+        stream_open(0, "s1"),                     // 1
+        send(1_950, &list(json!(4))),             // 2
+        post(2_100, "\"relay-7\""),               // 3
+        sent(2_100, "\"relay-7\""),               // 4
+        recv(2_100, &listing),                    // 5
+        send(2_100, &list(json!(4))),             // 6
+        post(2_300, "\"relay-8\""),               // 7
+        sent(2_300, "\"relay-8\""),               // 8
+        recv(2_350, &listing),                    // 9
+    ];
+    assert_clean(&run(user_outcomes, events.clone()));
+    assert_clean(&run(reply_accounting, events));
+}

@@ -134,6 +134,7 @@ impl Stories {
         let owner_of = |carried: &BTreeMap<String, usize>, event: &TraceEvent| -> Option<usize> {
             carried.get(&event.text("id")).copied().or_else(|| owner(event, None))
         };
+        let mut claimed: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
         let mut open: BTreeMap<String, usize> = BTreeMap::new();
         // Windowed faults by their detail (two faults of one kind may overlap): (name, start).
         let mut starts: BTreeMap<String, (String, u64)> = BTreeMap::new();
@@ -180,8 +181,28 @@ impl Stories {
                     if event.text("id").is_empty() {
                         continue;
                     }
-                    if let Some(n) = owner(event, Some(&event.text("method"))) {
-                        if facts.requests[n].method == event.text("method") {
+                    // A bridge that rewrites ids sends each admission under a new upstream id,
+                    // in the client's order: the first POST of an upstream id belongs to the
+                    // earliest request of that client id and method no upstream id has claimed
+                    // (two requests may reuse one id within a tick); its retries and replays
+                    // carry the same upstream id.
+                    let (upstream, client, method) = (event.text("id"), event.text("client_id"), event.text("method"));
+                    let rewritten = !client.is_empty() && client != upstream && event.text("action").is_empty();
+                    let fifo = || {
+                        let candidates = by_id.get(client.as_str())?;
+                        candidates.iter().copied().find(|n| {
+                            let request = &facts.requests[*n];
+                            !claimed.contains(n) && request.method == method && request.at_ms <= event.at_ms + facts.slack_ms
+                        })
+                    };
+                    let found = match (rewritten, carried.get(&upstream)) {
+                        (true, Some(n)) => Some(*n),
+                        (true, None) => fifo(),
+                        (false, _) => owner(event, Some(&method)),
+                    };
+                    if let Some(n) = found {
+                        if facts.requests[n].method == method {
+                            claimed.insert(n);
                             carried.insert(event.text("id"), n);
                             stories.of[n].posts.push(Post { index, at_ms: event.at_ms, session, status });
                         }
