@@ -1560,3 +1560,26 @@ fn stories_give_each_reused_id_its_own_upstream_post_within_a_tick() {
     assert_clean(&run(user_outcomes, events.clone()));
     assert_clean(&run(reply_accounting, events));
 }
+
+#[test]
+fn reconnect_discipline_counts_a_close_a_link_hold_hid_as_the_bridge_saw_it() {
+    // s1 ends 50 ms after opening, but a link hold keeps the end from the bridge until 3 600:
+    // for the bridge s1 lived long, so s2 (short) asks only backoff(0) = 500 ms before s3.
+    let hold = |phase: &str, at| TraceEvent::new(at, host::SIM, kind::FAULT_INJECTED, &[
+        ("fault", json!("link_hold")),
+        ("phase", json!(phase)),
+        ("detail", json!("{\"fault\":\"link_hold\",\"at_ms\":151,\"for_ms\":3400}")),
+    ]);
+    let events = |s3_at| vec![
+        std_spec(),                   // 0
+        stream_open(100, "s1"),       // 1
+        stream_close(150, "s1"),      // 2
+        hold("start", 150),           // 3
+        hold("end", 3_600),           // 4
+        stream_open(3_700, "s2"),     // 5
+        stream_close(4_400, "s2"),    // 6
+        stream_open(s3_at, "s3"),     // 7
+    ];
+    assert_clean(&run(reconnect_discipline, events(4_950)));
+    assert_one(&run(reconnect_discipline, events(4_600)), "reconnect_discipline", 7, "backoff is 500 ms");
+}

@@ -359,11 +359,14 @@ pub fn reconnect_discipline(facts: &Facts<'_>) -> Vec<Violation> {
                 found.push(facts.violation("reconnect_discipline", index.unwrap_or(0), detail));
             }
         }
-        match stream.closed_ms {
+        // The bridge learns of a close only when the bytes get through: a stall or link hold
+        // that holds the stream back delays it (the stream lived longer for the bridge).
+        let seen_close = stream.closed_ms.map(|closed| facts.stories.released_ms(&stream.session, closed, facts.slack_ms));
+        match seen_close {
             Some(closed) if closed < stream.opened_ms + SHORT_STREAM_MS => short += 1,
             _ => short = 0,
         }
-        last_close = stream.closed_ms;
+        last_close = seen_close;
     }
     capped(found)
 }
