@@ -359,14 +359,15 @@ pub fn reconnect_discipline(facts: &Facts<'_>) -> Vec<Violation> {
                 found.push(facts.violation("reconnect_discipline", index.unwrap_or(0), detail));
             }
         }
-        // The bridge learns of a close only when the bytes get through: a stall or link hold
-        // that holds the stream back delays it (the stream lived longer for the bridge).
+        // The bridge may learn of a close only when a stall or link hold lets the bytes through
+        // (the stream lived longer for the bridge): shortness counts from then, the wait from
+        // the close itself (the bridge cannot have started waiting earlier).
         let seen_close = stream.closed_ms.map(|closed| facts.stories.released_ms(&stream.session, closed, facts.slack_ms));
         match seen_close {
             Some(closed) if closed < stream.opened_ms + SHORT_STREAM_MS => short += 1,
             _ => short = 0,
         }
-        last_close = seen_close;
+        last_close = stream.closed_ms;
     }
     capped(found)
 }
