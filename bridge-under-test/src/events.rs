@@ -11,6 +11,8 @@
 //! | `client.eof` | client | `reason` (`fault` or `end`): the client closed stdin |
 //! | `bridge.start` | bridge | `call_timeout_ms`, `sweep_period_ms`, `sse_idle_ms` (as the bridge computed them) |
 //! | `bridge.exit` | bridge | `failed` (requests failed at shutdown) |
+//! | `bridge.report` | bridge | the end-of-run resource report, at stdin EOF before anything is failed: `inflight`, `notes`, `suppressed`, `closed_out` (entry counts), `suppressed_age_ms`, `closed_out_age_ms` (the oldest entry's age, 0 when empty), `session` (a live session), `tasks` (the live tasks, `+`-joined: `connect`, `stream`, `pump`, `sweeper`, `watchdog`) |
+//! | `session.init` | bridge | `gen`, `id` (the bridge's own `initialize` id for that session) |
 //! | `call.admit` | bridge | `id`, `method`, `key` (idempotency key) |
 //! | `call.reply` | bridge | `id`, `source` (`upstream`, `local`, `close_out`, `rejected`, `shutdown`) |
 //! | `call.closed_out` | bridge | `id`, `method`, `age_ms`, `stream` (`up` or `down`), `remembered` (closed-out ids kept) |
@@ -22,13 +24,15 @@
 //! | `sse.closed` | bridge | `gen`, `reason` (`eof`, `idle`, `error`, `orphans`, `expired`) |
 //! | `relayer.start` | relayer | `boot` |
 //! | `stream.open` / `stream.close` | relayer | `session` |
-//! | `http.post` | relayer | `session`, `id`, `method`, `key`, `status` |
+//! | `http.post` | relayer | `session`, `id`, `method`, `action` (a `tools/call`'s `arguments.action`, else empty), `key`, `status` |
+//! | `rpc.refused` | relayer | `id`, `method`, `action`, `session`, `reason` (`not_initialized`): answered with a JSON-RPC error, not served |
 //! | `tool.exec` | relayer | `id`, `tool`, `action`, `key`, `session` (a real execution) |
-//! | `tool.dedup` | relayer | `id`, `key`, `session` (a replay answered from the execution log) |
+//! | `tool.dedup` | relayer | `id`, `key`, `action`, `session` (a replay answered from the execution log) |
 //! | `tool.done` | relayer | `id`, `tool`, `action`, `key`, `elapsed_ms`, `ok` (a committed effect when true) |
-//! | `reply.sent` / `reply.lost` | relayer | `id`, `session` |
+//! | `reply.sent` | relayer | `id`, `action`, `session`, `msg` (the JSON-RPC reply written to that session's stream) |
+//! | `reply.lost` | relayer | `id`, `action`, `session` |
 //! | `fault.injected` | sim | `fault` (variant name, or `heal` when injection stops and everything is repaired), `phase` (`start`/`end`), `detail` (the fault as JSON) |
-//! | `fault.fired` | relayer | `fault`, `id`: a mock knob took effect |
+//! | `fault.fired` | relayer | `fault`, `id`, `action`: a mock knob took effect |
 //! | `run.spec` | sim | the constants checkers judge against (see the harness) |
 //!
 //! The channel family (MODEL.md §3). Times named `*_at_ms`/`now_ms` are the bridge's wall clock
@@ -130,6 +134,9 @@ pub mod kind {
     pub const CLIENT_EOF: &str = "client.eof";
     pub const BRIDGE_START: &str = "bridge.start";
     pub const BRIDGE_EXIT: &str = "bridge.exit";
+    pub const BRIDGE_REPORT: &str = "bridge.report";
+    pub const SESSION_INIT: &str = "session.init";
+    pub const RPC_REFUSED: &str = "rpc.refused";
     pub const CALL_ADMIT: &str = "call.admit";
     pub const CALL_REPLY: &str = "call.reply";
     pub const CALL_CLOSED_OUT: &str = "call.closed_out";

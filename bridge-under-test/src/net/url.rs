@@ -3,44 +3,20 @@
 
 use std::collections::BTreeMap;
 
-/// Percent-encode everything but RFC 3986's unreserved characters.
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
+/// Everything but RFC 3986's unreserved characters (`A-Z a-z 0-9 - . _ ~`) is escaped.
+const RESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// Percent-encode everything but RFC 3986's unreserved characters (a space is `%20`, never `+`:
+/// the daemon's traces and snapshots spell forms that way).
 pub fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(text, RESERVED).to_string()
 }
 
 /// Decode percent-escapes and `+` (a space in form bodies); invalid escapes stay as written.
 pub fn decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (b'+', _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_decode_str(&text.replace('+', " ")).decode_utf8_lossy().into_owned()
 }
 
 /// `k=v&k=v`, each part percent-encoded.
@@ -52,14 +28,10 @@ pub fn form(pairs: &[(&str, &str)]) -> String {
     parts.join("&")
 }
 
-/// Parse `k=v&k=v`; a repeated key keeps its last value.
+/// Parse `k=v&k=v` (`application/x-www-form-urlencoded`); a repeated key keeps its last value.
 pub fn parse_form(text: &str) -> BTreeMap<String, String> {
-    text.split('&')
-        .filter(|part| !part.is_empty())
-        .map(|part| match part.split_once('=') {
-            Some((k, v)) => (decode(k), decode(v)),
-            None => (decode(part), String::new()),
-        })
+    form_urlencoded::parse(text.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect()
 }
 
@@ -119,5 +91,13 @@ mod tests {
         );
         assert_eq!(parse("http://mcp").unwrap().target, "/");
         assert!(parse("https://mcp/").is_none());
+    }
+
+    #[test]
+    fn decoding_keeps_invalid_escapes_and_reads_plus_as_space() {
+        assert_eq!(decode("a+b%2Bc%zz%4"), "a b+c%zz%4");
+        assert_eq!(encode("é~ x"), "%C3%A9~%20x");
+        let back = parse_form("a=1&&b&a=2");
+        assert_eq!((back["a"].as_str(), back["b"].as_str(), back.len()), ("2", "", 2));
     }
 }

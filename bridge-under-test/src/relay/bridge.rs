@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
@@ -13,6 +13,7 @@ use super::config::BridgeConfig;
 use crate::net::http::{self, spawn_owned, AbortOnDrop};
 use crate::net::jsonrpc::{self, id_key, Shape};
 use super::sse::SseParser;
+use super::relayer::NOT_INITIALIZED;
 use super::state::{ClosedOut, InFlight, Outgoing, State};
 use super::RELAYER_PORT;
 use crate::events::kind;
@@ -39,6 +40,7 @@ pub async fn run(config: BridgeConfig, stdio: ServerEnds) -> Result<(), Box<dyn 
     while let Ok(Some(line)) = lines.next_line().await {
         bridge.on_line(&line);
     }
+    bridge.report(&[("sweeper", sweeper.as_ref()), ("watchdog", Some(&watchdog))]);
     drop((sweeper, watchdog));
     bridge.shutdown();
     writer.await?;
@@ -114,7 +116,13 @@ impl Bridge {
         match jsonrpc::shape(&msg) {
             Shape::Request { id, method } if method == "initialize" => self.initialize(&id, msg),
             Shape::Request { id, method } => self.admit(id, method, msg),
-            Shape::Notification { .. } | Shape::Response { .. } => self.enqueue_note(msg),
+            Shape::Notification { method } => {
+                if method == "notifications/initialized" {
+                    self.state.borrow_mut().client_initialized = true;
+                }
+                self.enqueue_note(msg);
+            }
+            Shape::Response { .. } => self.enqueue_note(msg),
             Shape::Invalid => {
                 let id = msg.get("id").filter(|id| !id.is_null());
                 emit!(kind::CALL_REPLY, id = "", source = "invalid");
@@ -124,14 +132,15 @@ impl Bridge {
         self.kick();
     }
 
-    /// Answer `initialize` at once, and forward it so the relayer sees the handshake; its
-    /// upstream reply is suppressed (never a second reply).
+    /// Answer `initialize` at once. Its params go upstream in the bridge's own `initialize` of
+    /// every session (under the bridge's own id, whose reply is suppressed), never under the
+    /// client's id: a suppression keyed by the client's id would swallow the genuine reply of a
+    /// later request that reuses it.
     fn initialize(&self, id: &Value, msg: Value) {
         let result = jsonrpc::initialize_result(&msg, "relay-bridge", env!("CARGO_PKG_VERSION"));
         self.reply(id, &jsonrpc::result(id, result), "local");
-        let now = seam::now();
-        self.state.borrow_mut().suppressed.insert(id_key(id), now);
-        self.enqueue_note(msg);
+        let params = msg.get("params").cloned().unwrap_or_else(|| json!({}));
+        self.state.borrow_mut().init_params = Some(params);
     }
 
     fn admit(&self, id: Value, method: String, msg: Value) {
@@ -147,18 +156,21 @@ impl Bridge {
             self.write(&jsonrpc::error(Some(&id), -32600, text));
             return;
         }
-        state.closed_out.forget(&key);
         let idempotency_key = self.rng.borrow_mut().hex(16);
-        emit!(kind::CALL_ADMIT, id = %id, method = %method, key = %idempotency_key);
         let seq = state.take_seq();
+        let upstream = json!(format!("relay-{seq}"));
+        emit!(kind::CALL_ADMIT, id = %id, method = %method, key = %idempotency_key, upstream = %upstream);
+        let msg = upstream_message(msg, &upstream, &id);
         let entry = InFlight {
             seq,
             started_at: seam::now(),
             id,
+            upstream,
             method,
             msg,
             key: idempotency_key,
             posted_gen: None,
+            accepted: false,
         };
         state.inflight.insert(key, entry);
     }
@@ -189,6 +201,10 @@ impl Bridge {
 
     async fn pump(self: Rc<Self>, gen: u64) {
         loop {
+            let initialized = self.state.borrow().initialized_gen == Some(gen);
+            if !initialized && !self.init_session(gen).await {
+                break;
+            }
             let next = {
                 let state = self.state.borrow();
                 if state.gen != gen || state.session.is_none() {
@@ -209,21 +225,82 @@ impl Bridge {
         }
     }
 
-    fn session_path(&self) -> Option<String> {
-        self.state.borrow().session.clone()
+    /// Initialize the session of `gen` as the MCP lifecycle requires, before anything else goes
+    /// to it: the bridge's own `initialize` (the client's params, its reply suppressed), then
+    /// `notifications/initialized` once the client has sent its own. `false`: stop pumping.
+    async fn init_session(self: &Rc<Self>, gen: u64) -> bool {
+        let (id, msg, note) = {
+            let mut state = self.state.borrow_mut();
+            if state.gen != gen || state.session.is_none() {
+                return false;
+            }
+            let id = json!(format!("relay-init-{gen}"));
+            state.suppressed.insert(id_key(&id), seam::now());
+            let params = state.init_params.clone().unwrap_or_else(default_init_params);
+            let msg = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": params});
+            (id, msg, state.client_initialized)
+        };
+        emit!(kind::SESSION_INIT, gen, id = %id);
+        for attempt in 0..=self.config.post_retries {
+            let Some(path) = self.current_path(gen) else { return false };
+            emit!(kind::POST_SEND, id = %id, method = "initialize", key = "", gen, replay = false, tracked = false, attempt);
+            let status = self.post(&path, None, msg.to_string()).await;
+            emit!(kind::POST_STATUS, id = %id, status, attempt);
+            match status {
+                200..=299 => {
+                    self.state.borrow_mut().initialized_gen = Some(gen);
+                    break;
+                }
+                404 => {
+                    self.close_stream(gen, "expired");
+                    return false;
+                }
+                0 | 429 | 500..=599 if attempt < self.config.post_retries => seam::sleep_ms(250 << attempt).await,
+                // Refused for good: go on, so owed requests meet the same refusal and are
+                // answered; a request the relayer then refuses as uninitialized is sent again
+                // after a new `initialize`.
+                _ => return true,
+            }
+        }
+        if note {
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            if let Some(path) = self.current_path(gen) {
+                emit!(kind::POST_SEND, id = "", method = "notifications/initialized", key = "", gen, replay = false, tracked = false, attempt = 0u32);
+                let status = self.post(&path, None, note.to_string()).await;
+                emit!(kind::POST_STATUS, id = "", status, attempt = 0u32);
+            }
+        }
+        true
     }
 
-    async fn post_note(self: &Rc<Self>, gen: u64, seq: u64) {
-        let Some(msg) = self.state.borrow_mut().notes.remove(&seq) else { return };
-        let Some(path) = self.session_path() else { return };
-        let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
-        let id = msg.get("id").map(Value::to_string).unwrap_or_default();
-        emit!(kind::POST_SEND, id = %id, method, key = "", gen, replay = false, tracked = false);
-        let status = self.post(&path, None, msg.to_string()).await;
-        emit!(kind::POST_STATUS, id = %id, status, attempt = 0u32);
-        if status == 404 {
-            self.close_stream(gen, "expired");
+    /// The session path, if `gen` is still the live session.
+    fn current_path(&self, gen: u64) -> Option<String> {
+        let state = self.state.borrow();
+        if state.gen != gen {
+            return None;
         }
+        state.session.clone()
+    }
+
+    /// POST a waiting notification. It stays in the outbox until the relayer accepts it, so a
+    /// POST cut short by a reconnect, or answered 404, is sent again on the next session; a
+    /// transient refusal is retried; only a refusal for good drops it.
+    async fn post_note(self: &Rc<Self>, gen: u64, seq: u64) {
+        for attempt in 0..=self.config.post_retries {
+            let Some(msg) = self.state.borrow().notes.get(&seq).cloned() else { return };
+            let Some(path) = self.current_path(gen) else { return };
+            let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
+            let id = msg.get("id").map(Value::to_string).unwrap_or_default();
+            emit!(kind::POST_SEND, id = %id, method, key = "", gen, replay = false, tracked = false, attempt);
+            let status = self.post(&path, None, msg.to_string()).await;
+            emit!(kind::POST_STATUS, id = %id, status, attempt);
+            match status {
+                404 => return self.close_stream(gen, "expired"),
+                0 | 429 | 500..=599 if attempt < self.config.post_retries => seam::sleep_ms(250 << attempt).await,
+                _ => break,
+            }
+        }
+        self.state.borrow_mut().notes.remove(&seq);
     }
 
     /// POST one in-flight request, re-checking just before each attempt that it is still owed.
@@ -233,14 +310,29 @@ impl Bridge {
             let status = self.post(&path, header_key.as_deref(), body).await;
             emit!(kind::POST_STATUS, id = %id, status, attempt);
             match status {
-                200..=299 => return,
+                200..=299 => {
+                    if let Some(entry) = self.state.borrow_mut().inflight.get_mut(key) {
+                        entry.accepted = true;
+                    }
+                    return;
+                }
                 404 => return self.close_stream(gen, "expired"),
-                429 | 500..=599 if attempt < self.config.post_retries => {
+                0 | 429 | 500..=599 if attempt < self.config.post_retries => {
                     seam::sleep_ms(250 << attempt).await;
                 }
+                // A network error on a request the relayer already accepted says nothing about
+                // the work: it stays owed, for the next session's replay (answered from the
+                // execution log) or an honest close-out. Failing it would tell the client it
+                // failed although the relayer ran it and answered.
+                0 if self.accepted(key) => return,
                 status => return self.reject(key, &rejection_text(status, attempt + 1)),
             }
         }
+    }
+
+    /// Whether the relayer accepted a POST of the request.
+    fn accepted(&self, key: &str) -> bool {
+        self.state.borrow().inflight.get(key).is_some_and(|entry| entry.accepted)
     }
 
     /// Mark the request as posted to `gen` and return what to send, or `None` if it is no
@@ -314,6 +406,7 @@ impl Bridge {
                 Ok(stream) => {
                     let mut state = self.state.borrow_mut();
                     state.last_activity = seam::now();
+                    state.opened_at = seam::now();
                     state.stream_open = true;
                     drop(state);
                     let reader = spawn_owned(self.clone().read(gen, stream));
@@ -361,7 +454,6 @@ impl Bridge {
                 let mut state = self.state.borrow_mut();
                 state.session = Some(data.to_string());
                 state.connecting = false;
-                state.attempt = 0;
                 state.orphan_streak = 0;
                 drop(state);
                 emit!(kind::SSE_ENDPOINT, gen, session = data);
@@ -382,10 +474,20 @@ impl Bridge {
             if state.gen != gen || !(state.stream_open || state.session.is_some()) {
                 return;
             }
+            // A stream that ended soon after it opened, before or after its endpoint, counts
+            // as a failed attempt: the next connect backs off, so a relayer that keeps accepting
+            // and dropping streams never sees a reconnect storm.
+            let lived = ms_since(state.opened_at);
+            if state.stream_open && lived >= STABLE_STREAM_MS {
+                state.attempt = 0;
+            } else {
+                state.attempt += 1;
+            }
             state.session = None;
             state.stream_open = false;
             state.connecting = false;
             state.orphan_streak = 0;
+            state.initialized_gen = None;
         }
         emit!(kind::SSE_CLOSED, gen, reason);
         let stale = {
@@ -397,8 +499,9 @@ impl Bridge {
         self.ensure_connected();
     }
 
-    /// A message from the relayer: a reply is forwarded only if its request is still owed.
-    fn on_upstream(&self, msg: Value) {
+    /// A message from the relayer: a reply is forwarded, under the client's id, only if its
+    /// request is still owed.
+    fn on_upstream(self: &Rc<Self>, msg: Value) {
         let Shape::Response { id } = jsonrpc::shape(&msg) else {
             self.write(&msg);
             return;
@@ -410,17 +513,40 @@ impl Bridge {
             emit!(kind::REPLY_DROPPED, id = %id, reason = "suppressed");
             return;
         }
-        if state.inflight.remove(&key).is_some() {
+        let owner = state.inflight.iter().find(|(_, entry)| id_key(&entry.upstream) == key).map(|(k, _)| k.clone());
+        if let Some(owner) = owner {
+            // The relayer refused it because the session was not initialized: initialize it
+            // and send the request again (nothing ran).
+            if msg.pointer("/error/code").and_then(Value::as_i64) == Some(NOT_INITIALIZED) {
+                if let Some(entry) = state.inflight.get_mut(&owner) {
+                    entry.posted_gen = None;
+                }
+                state.initialized_gen = None;
+                drop(state);
+                emit!(kind::REPLY_DROPPED, id = %id, reason = "not_initialized");
+                return self.kick_again();
+            }
+            let Some(entry) = state.inflight.remove(&owner) else { return };
             state.orphan_streak = 0;
             drop(state);
-            return self.reply(&id, &msg, "upstream");
+            return self.reply(&entry.id, &with_id(msg, &entry.id), "upstream");
         }
-        let reason = if state.closed_out.contains(&key) { "closed_out" } else { "unknown" };
+        let client = state.closed_out.client_id(&key).cloned();
+        let reason = if client.is_some() { "closed_out" } else { "unknown" };
         drop(state);
         if self.config.bugs.no_closed_out_filter {
-            return self.reply(&id, &msg, "upstream");
+            let client = client.unwrap_or(id);
+            return self.reply(&client, &with_id(msg, &client), "upstream");
         }
         emit!(kind::REPLY_DROPPED, id = %id, reason);
+    }
+
+    /// Restart the pump for the live session (it may be running past the request to resend).
+    fn kick_again(self: &Rc<Self>) {
+        let running = self.pumping.borrow().is_some();
+        if !running {
+            self.kick();
+        }
     }
 
     // ---- timers -----------------------------------------------------------------------------
@@ -456,7 +582,7 @@ impl Bridge {
     fn close_out(&self, key: &str) {
         let mut state = self.state.borrow_mut();
         let Some(entry) = state.inflight.remove(key) else { return };
-        state.closed_out.insert(key.to_string(), seam::now());
+        state.closed_out.insert_for(id_key(&entry.upstream), seam::now(), entry.id.clone());
         let remembered = state.closed_out.len();
         let stream_up = state.session.is_some();
         if stream_up {
@@ -466,24 +592,32 @@ impl Bridge {
         let age_ms = ms_since(entry.started_at);
         let stream = if stream_up { "up" } else { "down" };
         emit!(kind::CALL_CLOSED_OUT, id = %entry.id, method = %entry.method, age_ms, stream, remembered);
-        let text = self.close_out_text(stream_up);
+        let text = self.close_out_text(stream_up, &entry);
         self.reply(&entry.id, &jsonrpc::failure(&entry.id, &entry.method, &text), "close_out");
     }
 
-    fn close_out_text(&self, stream_up: bool) -> String {
+    /// What a close-out says, by what the bridge knows happened to the request: accepted by
+    /// the relayer (the work may have completed), sent but never confirmed, or never sent.
+    fn close_out_text(&self, stream_up: bool, entry: &InFlight) -> String {
         if self.config.bugs.relayer_unavailable_wording {
             return "relayer unavailable, retry".to_string();
         }
         let timeout = self.call_timeout_ms;
-        let what = if stream_up {
-            "although the relayer stream was healthy: the reply was lost"
-        } else {
-            "while the relayer stream was down"
-        };
-        format!(
-            "no reply within {timeout} ms {what}. The work may have completed: check its effect \
-             before retrying a write."
-        )
+        let stream = if stream_up { "" } else { " while the relayer stream was down" };
+        if entry.accepted {
+            let what = if stream_up { " although the relayer stream was healthy: the reply was lost" } else { stream };
+            return format!(
+                "no reply within {timeout} ms{what}. The work may have completed: check its effect \
+                 before retrying a write."
+            );
+        }
+        if entry.posted_gen.is_some() {
+            return format!(
+                "no reply within {timeout} ms{stream}: the relayer never confirmed receiving the \
+                 request. If it still arrives it may run: check its effect before retrying a write."
+            );
+        }
+        format!("no reply within {timeout} ms{stream}: the request was never sent to the relayer.")
     }
 
     fn check_idle(self: &Rc<Self>) {
@@ -498,6 +632,29 @@ impl Bridge {
 
     // ---- shutdown ---------------------------------------------------------------------------
 
+    /// The end-of-run resource report, at stdin EOF before anything is failed: what the
+    /// bookkeeping holds and which tasks are alive.
+    fn report(&self, timers: &[(&str, Option<&AbortOnDrop>)]) {
+        let now = seam::now();
+        let age = |at: Option<seam::Instant>| at.map_or(0, |at| now.saturating_duration_since(at).as_millis() as u64);
+        let state = self.state.borrow();
+        let tasks = self.tasks.borrow();
+        let alive = |task: Option<&AbortOnDrop>| task.is_some_and(|task| !task.0.is_finished());
+        let named = [("connect", tasks.connect.as_ref()), ("stream", tasks.stream.as_ref()), ("pump", tasks.pump.as_ref())];
+        let live: Vec<&str> = named.iter().chain(timers).filter(|(_, task)| alive(*task)).map(|(name, _)| *name).collect();
+        emit!(
+            kind::BRIDGE_REPORT,
+            inflight = state.inflight.len(),
+            notes = state.notes.len(),
+            suppressed = state.suppressed.len(),
+            closed_out = state.closed_out.len(),
+            suppressed_age_ms = age(state.suppressed.values().min().copied()),
+            closed_out_age_ms = age(state.closed_out.oldest()),
+            session = state.session.is_some(),
+            tasks = %live.join("+")
+        );
+    }
+
     /// stdin reached EOF: fail everything owed with an error, stop every task, close stdout.
     fn shutdown(&self) {
         let owed: Vec<InFlight> = {
@@ -508,9 +665,16 @@ impl Bridge {
             owed.sort_by_key(|entry| entry.seq);
             owed
         };
-        let text = "the bridge is shutting down (stdin closed) before the reply arrived. The \
-                    work may have completed: check its effect before retrying a write.";
         for entry in &owed {
+            let text = if entry.accepted {
+                "the bridge is shutting down (stdin closed) before the reply arrived. The work may \
+                 have completed: check its effect before retrying a write."
+            } else if entry.posted_gen.is_some() {
+                "the bridge is shutting down (stdin closed); the relayer never confirmed receiving \
+                 the request. If it still arrives it may run: check its effect before retrying a write."
+            } else {
+                "the bridge is shutting down (stdin closed); the request was never sent to the relayer."
+            };
             self.reply(&entry.id, &jsonrpc::failure(&entry.id, &entry.method, text), "shutdown");
         }
         emit!(kind::BRIDGE_EXIT, failed = owed.len());
@@ -540,10 +704,42 @@ fn interval_ms(ms: u64) -> tokio::time::Interval {
     tokio::time::interval_at(seam::now() + period, period)
 }
 
+/// A stream that stays open this long counts as a success for the reconnect backoff.
+const STABLE_STREAM_MS: u64 = 2_000;
+
+/// The request as it goes upstream: under the bridge's own `upstream` id, the client's id in
+/// `params._meta` (for the relayer's logs).
+fn upstream_message(mut msg: Value, upstream: &Value, client: &Value) -> Value {
+    msg["id"] = upstream.clone();
+    if !msg.get("params").is_some_and(Value::is_object) {
+        msg["params"] = json!({});
+    }
+    msg["params"]["_meta"]["sim.relay/clientId"] = client.clone();
+    msg
+}
+
+/// A reply with its id replaced by the client's.
+fn with_id(mut msg: Value, id: &Value) -> Value {
+    msg["id"] = id.clone();
+    msg
+}
+
+/// The params of the bridge's own `initialize` before the client has sent one.
+fn default_init_params() -> Value {
+    json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "relay-bridge", "version": env!("CARGO_PKG_VERSION")}
+    })
+}
+
 /// The error text for a definitive POST rejection; it always names the status.
 fn rejection_text(status: u16, attempts: u32) -> String {
     match status {
-        0 => "network error: the relayer could not be reached to deliver the request".to_string(),
+        0 => format!(
+            "network error: the relayer did not answer the request's POST ({attempts} attempts). If \
+             it arrived it may run: check its effect before retrying a write."
+        ),
         401 | 403 => format!(
             "the relayer rejected the credentials (HTTP {status}): check the account's token"
         ),

@@ -79,9 +79,15 @@ struct Inner {
     live: Mutex<Live>,
 }
 
+/// One open session: its stream's queue and whether `initialize` has been received on it.
+struct Session {
+    items: mpsc::UnboundedSender<String>,
+    initialized: bool,
+}
+
 /// Lost on a bounce: the open sessions.
 struct Live {
-    sessions: BTreeMap<String, mpsc::UnboundedSender<String>>,
+    sessions: BTreeMap<String, Session>,
     next_session: u64,
     rng: SimRng,
 }
@@ -102,7 +108,7 @@ async fn open_stream(State(app): State<App>, headers: HeaderMap) -> Response {
         live.next_session += 1;
         let nonce = live.rng.hex(6);
         let session = format!("b{}-s{}-{nonce}", app.0.boot, live.next_session);
-        live.sessions.insert(session.clone(), items_tx);
+        live.sessions.insert(session.clone(), Session { items: items_tx, initialized: false });
         session
     };
     emit!(kind::STREAM_OPEN, session = %session);
@@ -136,7 +142,7 @@ async fn stream(
             (knobs.stalled(stalls_at_open), knobs.eof_epoch != epoch)
         };
         if eof {
-            emit!(kind::FAULT_FIRED, fault = "stream_eof", id = "", session = %session);
+            emit!(kind::FAULT_FIRED, fault = "stream_eof", id = "", client_id = "", action = "", session = %session);
             break;
         }
         if !stall && !flush(&app, &mut backlog, &body) {
@@ -193,12 +199,16 @@ async fn on_post(
     let msg: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let id = msg.get("id").map(Value::to_string).unwrap_or_default();
     let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
+    let action = action_of(&msg);
+    let client_id = client_key(&msg);
     let status = app.admit(&session, &headers, &msg);
     emit!(
         kind::HTTP_POST,
         session = %session,
         id = %id,
+        client_id,
         method = %method,
+        action,
         key = key.as_deref().unwrap_or(""),
         status = status.as_u16()
     );
@@ -227,14 +237,30 @@ impl App {
 
     fn dispatch(&self, session: &str, msg: Value, key: Option<String>) {
         let Shape::Request { id, method } = jsonrpc::shape(&msg) else { return };
+        // The MCP lifecycle, as a real server enforces it: a session answers requests other than
+        // `ping` only after `initialize`.
+        let initialized = {
+            let mut live = lock(&self.0.live);
+            let entry = live.sessions.get_mut(session);
+            entry.is_some_and(|entry| {
+                entry.initialized |= method == "initialize";
+                entry.initialized
+            })
+        };
+        let to = Recipient { session, id: &id, client: &client_key(&msg), action: &action_of(&msg) };
+        if !initialized && method != "ping" {
+            emit!(kind::RPC_REFUSED, id = %id, client_id = to.client, method = %method, action = to.action, session = %session, reason = "not_initialized");
+            let text = format!("Invalid Request: session not initialized (received {method} before initialize)");
+            return self.send_reply(&to, jsonrpc::error(Some(&id), NOT_INITIALIZED, &text));
+        }
         let reply = match method.as_str() {
             "initialize" => jsonrpc::result(&id, jsonrpc::initialize_result(&msg, "mock-relayer", "1.0.0")),
             "tools/list" => jsonrpc::result(&id, tools_result()),
             "ping" => jsonrpc::result(&id, json!({})),
-            "tools/call" => return self.call(session, id, &msg, key),
+            "tools/call" => return self.call(session, id.clone(), &msg, key),
             _ => jsonrpc::error(Some(&id), -32601, &format!("Method not found: {method}")),
         };
-        self.send_reply(session, &id, reply);
+        self.send_reply(&to, reply);
     }
 
     /// Run a tool once per idempotency key; a replay of a known key gets the logged reply.
@@ -245,9 +271,11 @@ impl App {
                 execution.reply_to = session.to_string();
                 let done = execution.done.clone();
                 drop(durable);
-                emit!(kind::TOOL_DEDUP, id = %id, key = %key, session = %session);
+                let (action, client) = (action_of(msg), client_key(msg));
+                emit!(kind::TOOL_DEDUP, id = %id, key = %key, action = %action, session = %session);
                 if let Some(result) = done {
-                    self.send_reply(session, &id, jsonrpc::result(&id, result));
+                    let to = Recipient { session, id: &id, client: &client, action: &action };
+                    self.send_reply(&to, jsonrpc::result(&id, result));
                 }
                 return;
             }
@@ -265,12 +293,13 @@ impl App {
             key = key.as_deref().unwrap_or(""),
             session = %session
         );
-        let slow_ms = lock(&self.0.knobs).slow_ids.remove(&id_key(&id));
+        let client = client_key(msg);
+        let slow_ms = lock(&self.0.knobs).slow_ids.remove(&client);
         let app = self.clone();
         let session = session.to_string();
         let action = action.to_string();
         tokio::task::spawn_local(async move {
-            let (elapsed_ms, result, ok) = app.work(&tool, &action, work_ms, slow_ms, &id).await;
+            let (elapsed_ms, result, ok) = app.work(&tool, &action, work_ms, slow_ms, &id, &client).await;
             emit!(
                 kind::TOOL_DONE,
                 id = %id,
@@ -291,12 +320,14 @@ impl App {
                 }
                 None => None,
             };
-            app.send_reply(&reply_to.unwrap_or(session), &id, jsonrpc::result(&id, result));
+            let session = reply_to.unwrap_or(session);
+            let to = Recipient { session: &session, id: &id, client: &client, action: &action };
+            app.send_reply(&to, jsonrpc::result(&id, result));
         });
     }
 
     /// Do the tool's work: it honours its own deadline unless a slow-tool fault overrides it.
-    async fn work(&self, tool: &str, action: &str, work_ms: u64, slow_ms: Option<u64>, id: &Value) -> (u64, Value, bool) {
+    async fn work(&self, tool: &str, action: &str, work_ms: u64, slow_ms: Option<u64>, id: &Value, client: &str) -> (u64, Value, bool) {
         let deadline_ms = match tool {
             "analyze" => self.0.config.analyze_deadline_ms,
             "remember" => self.0.config.remember_deadline_ms,
@@ -304,7 +335,7 @@ impl App {
             _ => return (0, jsonrpc::tool_result(&format!("unknown tool `{tool}`"), true), false),
         };
         if let Some(slow_ms) = slow_ms {
-            emit!(kind::FAULT_FIRED, fault = "slow_tool", id = %id, session = "");
+            emit!(kind::FAULT_FIRED, fault = "slow_tool", id = %id, client_id = client, action, session = "");
             seam::sleep_ms(slow_ms).await;
             return (slow_ms, jsonrpc::tool_result(&format!("{tool} {action}: done"), false), true);
         }
@@ -317,53 +348,92 @@ impl App {
         (work_ms, jsonrpc::tool_result(&format!("{tool} {action}: done"), false), true)
     }
 
-    /// Send a reply on a session's stream, through the per-request knobs.
-    fn send_reply(&self, session: &str, id: &Value, msg: Value) {
-        let key = id_key(id);
+    /// Send a reply on a session's stream, through the per-request knobs (keyed by the client's
+    /// id).
+    fn send_reply(&self, to: &Recipient<'_>, msg: Value) {
         let (swallow, duplicate, late) = {
             let mut knobs = lock(&self.0.knobs);
-            (knobs.swallow_ids.remove(&key), knobs.duplicate_ids.remove(&key), knobs.late_ids.remove(&key))
+            let key = to.client;
+            (knobs.swallow_ids.remove(key), knobs.duplicate_ids.remove(key), knobs.late_ids.remove(key))
         };
+        let Recipient { session, id, client, action } = *to;
         if swallow {
-            emit!(kind::FAULT_FIRED, fault = "swallow_reply", id = %id, session = %session);
-            emit!(kind::REPLY_LOST, id = %id, session = %session);
+            emit!(kind::FAULT_FIRED, fault = "swallow_reply", id = %id, client_id = client, action, session = %session);
+            emit!(kind::REPLY_LOST, id = %id, client_id = client, action, session = %session);
             return;
         }
         let copies = if duplicate { 2 } else { 1 };
-        let Some(delay_ms) = late else { return self.deliver(session, id, &msg, copies) };
-        emit!(kind::FAULT_FIRED, fault = "late_reply", id = %id, session = %session);
-        let (app, session, id) = (self.clone(), session.to_string(), id.clone());
+        let Some(delay_ms) = late else { return self.deliver(to, &msg, copies) };
+        emit!(kind::FAULT_FIRED, fault = "late_reply", id = %id, client_id = client, action, session = %session);
+        let app = self.clone();
+        let (session, id, client, action) = (session.to_string(), id.clone(), client.to_string(), action.to_string());
         tokio::task::spawn_local(async move {
             seam::sleep_ms(delay_ms).await;
-            app.deliver(&session, &id, &msg, copies);
+            let to = Recipient { session: &session, id: &id, client: &client, action: &action };
+            app.deliver(&to, &msg, copies);
         });
     }
 
-    fn deliver(&self, session: &str, id: &Value, msg: &Value, copies: usize) {
+    fn deliver(&self, to: &Recipient<'_>, msg: &Value, copies: usize) {
+        let Recipient { session, id, client, action } = *to;
         if lock(&self.0.knobs).withhold_replies {
-            emit!(kind::FAULT_FIRED, fault = "withhold_replies", id = %id, session = %session);
-            emit!(kind::REPLY_LOST, id = %id, session = %session);
+            emit!(kind::FAULT_FIRED, fault = "withhold_replies", id = %id, client_id = client, action, session = %session);
+            emit!(kind::REPLY_LOST, id = %id, client_id = client, action, session = %session);
             return;
         }
         let live = lock(&self.0.live);
-        let Some(items) = live.sessions.get(session) else {
+        let Some(entry) = live.sessions.get(session) else {
             drop(live);
-            emit!(kind::REPLY_LOST, id = %id, session = %session);
+            emit!(kind::REPLY_LOST, id = %id, client_id = client, action, session = %session);
             return;
         };
-        let frame = sse::frame("message", &msg.to_string());
+        let text = msg.to_string();
+        let frame = sse::frame("message", &text);
         for copy in 0..copies {
-            if items.send(frame.clone()).is_err() {
+            if entry.items.send(frame.clone()).is_err() {
                 break;
             }
             if copy > 0 {
-                emit!(kind::FAULT_FIRED, fault = "duplicate_reply", id = %id, session = %session);
+                emit!(kind::FAULT_FIRED, fault = "duplicate_reply", id = %id, client_id = client, action, session = %session);
             }
         }
         drop(live);
-        emit!(kind::REPLY_SENT, id = %id, session = %session);
+        emit!(kind::REPLY_SENT, id = %id, client_id = client, action, session = %session, msg = %text);
     }
 }
+
+/// Where a reply goes: the session, the request id it answers, the client's id (what the fault
+/// knobs are keyed by) and the user action of a `tools/call`.
+#[derive(Clone, Copy)]
+struct Recipient<'a> {
+    session: &'a str,
+    id: &'a Value,
+    client: &'a str,
+    action: &'a str,
+}
+
+/// The client's id a request stands for: the one a bridge put in `params._meta` when it sent
+/// the request under its own id, else the request's id (canonical JSON).
+fn client_key(msg: &Value) -> String {
+    match msg.pointer("/params/_meta/sim.relay~1clientId") {
+        Some(client) => id_key(client),
+        None => msg.get("id").map(id_key).unwrap_or_default(),
+    }
+}
+
+/// The user action a `tools/call` names in its arguments (empty for other messages).
+fn action_of(msg: &Value) -> String {
+    let action = msg.pointer("/params/arguments/action").and_then(Value::as_str).unwrap_or("");
+    if msg.get("method").and_then(Value::as_str) == Some("tools/call") {
+        action.to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// The JSON-RPC error code a session answers with before `initialize` (as LSP's "server not
+/// initialized"; MCP names no code of its own).
+pub const NOT_INITIALIZED: i64 = -32002;
 
 fn tools_result() -> Value {
     let schema = |props: Value| -> serde_json::Map<String, Value> {

@@ -15,21 +15,27 @@ pub struct InFlight {
     /// Stamped once, at admission (unless `refresh_deadline_on_replay`).
     pub started_at: Instant,
     pub id: Value,
+    /// The id it carries upstream: the bridge's own, unique per admission, so a reply is never
+    /// taken for the answer to a later request that reuses the client's id.
+    pub upstream: Value,
     pub method: String,
+    /// The message as sent upstream (under the upstream id).
     pub msg: Value,
     /// Idempotency key, drawn at admission and reused by every replay.
     pub key: String,
     /// The stream generation it was last POSTed to, if any.
     pub posted_gen: Option<u64>,
+    /// The relayer accepted a POST of it (2xx): from then on the work may have completed.
+    pub accepted: bool,
 }
 
-/// Ids closed out by the sweeper, remembered so a late genuine reply is dropped. Bounded both in
-/// count (oldest evicted first) and in time.
+/// Upstream ids closed out by the sweeper (with the client's id they stood for), remembered so a
+/// late genuine reply is dropped. Bounded both in count (oldest evicted first) and in time.
 #[derive(Debug)]
 pub struct ClosedOut {
     cap: usize,
     retention_ms: u64,
-    order: VecDeque<(String, Instant)>,
+    order: VecDeque<(String, Instant, Value)>,
 }
 
 impl ClosedOut {
@@ -37,27 +43,33 @@ impl ClosedOut {
         Self { cap: cap.max(1), retention_ms, order: VecDeque::new() }
     }
 
-    pub fn insert(&mut self, key: String, at: Instant) {
+    /// Remember `key`, closed out at `at`, for the client's id `client`.
+    pub fn insert_for(&mut self, key: String, at: Instant, client: Value) {
         self.forget(&key);
         if self.order.len() >= self.cap {
             self.order.pop_front();
         }
-        self.order.push_back((key, at));
+        self.order.push_back((key, at, client));
     }
 
+    #[cfg(test)]
     pub fn contains(&self, key: &str) -> bool {
-        self.order.iter().any(|(k, _)| k == key)
+        self.order.iter().any(|(k, _, _)| k == key)
     }
 
-    /// A new request reusing the id makes the old close-out moot.
+    /// The client's id a closed-out upstream id stood for.
+    pub fn client_id(&self, key: &str) -> Option<&Value> {
+        self.order.iter().find(|(k, _, _)| k == key).map(|(_, _, client)| client)
+    }
+
     pub fn forget(&mut self, key: &str) {
-        self.order.retain(|(k, _)| k != key);
+        self.order.retain(|(k, _, _)| k != key);
     }
 
     /// Drop entries older than the retention window.
     pub fn expire(&mut self, now: Instant) {
         let retention = std::time::Duration::from_millis(self.retention_ms);
-        while let Some((_, at)) = self.order.front() {
+        while let Some((_, at, _)) = self.order.front() {
             if now.saturating_duration_since(*at) <= retention {
                 break;
             }
@@ -68,6 +80,11 @@ impl ClosedOut {
     pub fn len(&self) -> usize {
         self.order.len()
     }
+
+    /// When the oldest remembered id was closed out.
+    pub fn oldest(&self) -> Option<Instant> {
+        self.order.iter().map(|(_, at, _)| *at).min()
+    }
 }
 
 /// Everything the bridge tracks, owned by one `RefCell` and never borrowed across an `await`.
@@ -75,8 +92,17 @@ impl ClosedOut {
 pub struct State {
     pub inflight: BTreeMap<String, InFlight>,
     pub closed_out: ClosedOut,
-    /// Ids of `initialize` requests answered locally whose upstream reply must be dropped.
+    /// Upstream ids of the bridge's own `initialize` requests (one per session), whose replies
+    /// are dropped.
     pub suppressed: BTreeMap<String, Instant>,
+    /// The params of the client's `initialize`, which the bridge's own carry upstream.
+    pub init_params: Option<Value>,
+    /// The generation whose session the bridge has initialized.
+    pub initialized_gen: Option<u64>,
+    /// The client has sent `notifications/initialized`: every later session gets one too.
+    pub client_initialized: bool,
+    /// When the current stream opened (connected), for the reconnect backoff.
+    pub opened_at: Instant,
     /// Messages without a tracked reply (notifications, the forwarded `initialize`), by seq.
     pub notes: BTreeMap<u64, Value>,
     pub next_seq: u64,
@@ -104,6 +130,10 @@ impl State {
             inflight: BTreeMap::new(),
             closed_out,
             suppressed: BTreeMap::new(),
+            init_params: None,
+            initialized_gen: None,
+            client_initialized: false,
+            opened_at: now,
             notes: BTreeMap::new(),
             next_seq: 0,
             gen: 0,
@@ -156,9 +186,10 @@ mod tests {
     async fn closed_out_is_bounded_in_count_and_time() {
         let start = crate::seam::now();
         let mut closed = ClosedOut::new(2, 1_000);
-        closed.insert("1".into(), start);
-        closed.insert("2".into(), start);
-        closed.insert("3".into(), start + Duration::from_millis(600));
+        closed.insert_for("1".into(), start, Value::Null);
+        closed.insert_for("2".into(), start, Value::Null);
+        closed.insert_for("3".into(), start + Duration::from_millis(600), serde_json::json!(3));
+        assert_eq!(closed.client_id("3"), Some(&serde_json::json!(3)));
         assert!(!closed.contains("1"), "oldest evicted at the cap");
         assert_eq!(closed.len(), 2);
         closed.expire(start + Duration::from_millis(1_001));
@@ -175,10 +206,12 @@ mod tests {
             seq,
             started_at: now,
             id: serde_json::json!(id),
+            upstream: serde_json::json!(format!("relay-{seq}")),
             method: "tools/call".into(),
             msg: Value::Null,
             key: String::new(),
             posted_gen,
+            accepted: false,
         };
         state.inflight.insert("5".into(), entry(3, 5, None));
         state.inflight.insert("9".into(), entry(1, 9, Some(1)));

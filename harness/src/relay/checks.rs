@@ -11,6 +11,8 @@ use crate::check::{capped, message};
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
 
+use super::outcome_checks;
+use super::story::Stories;
 use super::stream_checks;
 
 /// The checkers, by name: `(name, function)`.
@@ -28,6 +30,15 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("orphans_reconnect", stream_checks::orphans_reconnect),
     ("replay_in_order", stream_checks::replay_in_order),
     ("clean_shutdown", stream_checks::clean_shutdown),
+    ("user_outcomes", outcome_checks::user_outcomes),
+    ("reply_accounting", outcome_checks::reply_accounting),
+    ("truthful_endings", outcome_checks::truthful_endings),
+    ("prompt_rejection", outcome_checks::prompt_rejection),
+    ("no_work_after_ending", outcome_checks::no_work_after_ending),
+    ("notifications_delivered", outcome_checks::notifications_delivered),
+    ("sessions_initialized", outcome_checks::sessions_initialized),
+    ("reconnect_discipline", outcome_checks::reconnect_discipline),
+    ("quiescence", outcome_checks::quiescence),
 ];
 
 pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
@@ -64,7 +75,10 @@ pub struct Facts<'a> {
     pub sweep_period_ms: u64,
     pub slack_ms: u64,
     pub horizon_ms: u64,
+    pub sse_idle_ms: u64,
     pub requests: Vec<Request>,
+    /// What the relayer did for each request, parallel to `requests`, and its streams.
+    pub stories: Stories,
     /// Replies that matched no outstanding request: `(event index, id, ever requested)`.
     pub unmatched: Vec<(usize, String, bool)>,
 }
@@ -80,10 +94,13 @@ impl<'a> Facts<'a> {
             sweep_period_ms: num("sweep_period_ms"),
             slack_ms: num("slack_ms"),
             horizon_ms: num("horizon_ms"),
+            sse_idle_ms: num("sse_idle_ms"),
             requests: Vec::new(),
+            stories: Stories::default(),
             unmatched: Vec::new(),
         };
         facts.match_replies();
+        facts.stories = Stories::new(&facts);
         facts
     }
 
@@ -257,8 +274,9 @@ pub fn at_most_once_execution(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// Errors the bridge writes say what happened: a close-out never blames a healthy relayer and
-/// warns the work may have completed; a rejection names the HTTP status.
+/// Errors the bridge writes say what happened: a close-out never blames a healthy relayer, never
+/// invites a blind retry, and warns the work may have run (or says it was never sent); a
+/// rejection names the HTTP status.
 pub fn truthful_errors(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut last_status: BTreeMap<String, u64> = BTreeMap::new();
@@ -274,7 +292,11 @@ pub fn truthful_errors(facts: &Facts<'_>) -> Vec<Violation> {
                 let blames_stream = text.contains("unavailable") || text.contains("was down");
                 let claims_healthy = text.contains("healthy");
                 let wrong_claim = if healthy { blames_stream } else { claims_healthy };
-                if !text.contains("may have completed") || wrong_claim {
+                // A close-out either says the work may have run or that it was never sent; it
+                // never invites a blind retry.
+                let warns = text.contains("may") || text.contains("never sent");
+                let invites_retry = text.contains("retry") && !text.contains("check its effect");
+                if !warns || wrong_claim || invites_retry {
                     let state = if healthy { "healthy" } else { "down" };
                     let detail = format!("close-out of id {id} (stream {state}) says {text:?}");
                     found.push(facts.violation("truthful_errors", index, detail));

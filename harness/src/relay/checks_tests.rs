@@ -825,6 +825,15 @@ fn checkers_table_lists_the_relay_invariants() {
             "orphans_reconnect",
             "replay_in_order",
             "clean_shutdown",
+            "user_outcomes",
+            "reply_accounting",
+            "truthful_endings",
+            "prompt_rejection",
+            "no_work_after_ending",
+            "notifications_delivered",
+            "sessions_initialized",
+            "reconnect_discipline",
+            "quiescence",
         ]
     );
 }
@@ -842,33 +851,41 @@ fn check_finds_nothing_in_a_clean_run() {
             kind::SSE_CONNECT,
             &[("gen", json!(1)), ("attempt", json!(0))],
         ), // 1
+        r_open(4, "s1"),
         sse_endpoint(5, 1), // 2
         send(10, &initialize(json!(0))), // 3
         reply(10, "0", "local"), // 4
         recv(10, &initialize_result(json!(0))), // 5
         post_send(10, "0", 1, false, false), // 6
+        r_post(11, "s1", "relay-init-1", "initialize", "", 202),
         post_status(12, "0", 202), // 7
         send(
             20,
             &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         ), // 8
         post_send(20, "", 1, false, false), // 9
+        r_post(21, "s1", "", "notifications/initialized", "", 202),
         send(30, &call(json!(1), "a1")), // 10
         admit(30, "1", "tools/call"), // 11
         post_send(30, "1", 1, false, true), // 12
+        r_post(31, "s1", "1", "tools/call", "a1", 202),
         post_status(32, "1", 202), // 13
         tool_done(132, "1", "a1", "k1", true), // 14
+        r_sent(133, "1", "a1", "s1", &tool_result(json!("relay-1"), "remember a1: done", false)),
         reply(135, "1", "upstream"), // 15
         recv(135, &tool_result(json!(1), "remember a1: done", false)), // 16
         send(200, &list(json!(2))), // 17
         admit(200, "2", "tools/list"), // 18
         post_send(200, "2", 1, false, true), // 19
+        r_post(201, "s1", "2", "tools/list", "", 202),
         post_status(202, "2", 202), // 20
+        r_sent(248, "2", "", "s1", &list_result(json!("relay-2"))),
         reply(250, "2", "upstream"), // 21
         recv(250, &list_result(json!(2))), // 22
         send(300, &call(json!(3), "a3")), // 23
         admit(300, "3", "tools/call"), // 24
         post_send(300, "3", 1, false, true), // 25
+        r_post(301, "s1", "3", "tools/call", "a3", 202),
         post_status(302, "3", 202), // 26
         closed_out(1_400, "3", 1_100, "up"), // 27
         reply(1_400, "3", "close_out"), // 28
@@ -882,6 +899,7 @@ fn check_finds_nothing_in_a_clean_run() {
         send(2_000, &call(json!(4), "a4")), // 32
         admit(2_000, "4", "tools/call"), // 33
         post_send(2_000, "4", 1, false, true), // 34
+        r_post(2_004, "s1", "4", "tools/call", "a4", 401),
         post_status(2_005, "4", 401), // 35
         reply(2_005, "4", "rejected"), // 36
         recv(2_005, &tool_result(json!(4), credentials, true)), // 37
@@ -894,17 +912,18 @@ fn check_finds_nothing_in_a_clean_run() {
             kind::CLIENT_EOF,
             &[("reason", json!("end"))],
         ), // 41
+        report(9_000, 0, 1, 7_600),
         bridge(9_000, kind::BRIDGE_EXIT, &[("failed", json!(0))]), // 42
     ];
     let trace = Trace { events };
     let schema = McpSchema::new();
-    // Each checker on its own first, so a failure names it; then `check` as a whole.
+    // Each of the checkers over the bridge's events on its own, so a failure names it. (This
+    // trace has no relayer side: the boundary checkers have their own clean runs below.)
     let facts = Facts::new(&trace, &schema);
-    for (name, checker) in CHECKERS {
+    for (name, checker) in &CHECKERS[..13] {
         let found = checker(&facts);
         assert!(found.is_empty(), "{name} flagged a clean run: {found:#?}");
     }
-    assert_clean(&check(&trace, &schema));
     assert_eq!(
         (
             facts.call_timeout_ms,
@@ -998,4 +1017,569 @@ fn clean_shutdown_passes_a_prompt_exit_and_flags_a_hang() {
     let exit = bridge(1_050, kind::BRIDGE_EXIT, &[("failed", json!(0))]);
     facts_of(vec![std_spec(), eof.clone(), exit], |facts| assert_eq!(clean_shutdown(facts), vec![]));
     facts_of(vec![std_spec(), eof], |facts| assert_one(&clean_shutdown(facts), "clean_shutdown", 1, "never exited"));
+}
+
+// ---- boundary checkers: stories from the client's stdio and the relayer's log ----------------
+
+use crate::relay::outcome_checks::{
+    no_work_after_ending, notifications_delivered, prompt_rejection, quiescence, reconnect_discipline,
+    reply_accounting, sessions_initialized, truthful_endings, user_outcomes,
+};
+
+fn relayer(at_ms: u64, kind: &str, fields: &[(&str, Value)]) -> TraceEvent {
+    TraceEvent::new(at_ms, host::RELAYER, kind, fields)
+}
+
+/// The relayer received a POST of `method` (upstream id `id`, the client's `client`) on `s1`.
+fn http_post(at_ms: u64, id: &str, client: &str, method: &str, action: &str, status: u64) -> TraceEvent {
+    relayer(at_ms, kind::HTTP_POST, &[
+        ("session", json!("s1")),
+        ("id", json!(id)),
+        ("client_id", json!(client)),
+        ("method", json!(method)),
+        ("action", json!(action)),
+        ("key", json!("")),
+        ("status", json!(status)),
+    ])
+}
+
+fn reply_sent(at_ms: u64, client: &str, action: &str, msg: &Value) -> TraceEvent {
+    relayer(at_ms, kind::REPLY_SENT, &[
+        ("id", json!("\"relay-1\"")),
+        ("client_id", json!(client)),
+        ("action", json!(action)),
+        ("session", json!("s1")),
+        ("msg", json!(msg.to_string())),
+    ])
+}
+
+fn stream_open(at_ms: u64, session: &str) -> TraceEvent {
+    relayer(at_ms, kind::STREAM_OPEN, &[("session", json!(session))])
+}
+
+fn stream_close(at_ms: u64, session: &str) -> TraceEvent {
+    relayer(at_ms, kind::STREAM_CLOSE, &[("session", json!(session))])
+}
+
+fn eof(at_ms: u64) -> TraceEvent {
+    TraceEvent::new(at_ms, host::CLIENT, kind::CLIENT_EOF, &[("reason", json!("end"))])
+}
+
+/// A call `a1` (id 1) the relayer accepted on `s1`, ran and answered at 150: events 0–5.
+fn answered_call() -> Vec<TraceEvent> {
+    let done = tool_result(json!(1), "remember a1: done", false);
+    vec![
+        std_spec(),                                                  // 0
+        stream_open(0, "s1"),                                        // 1
+        send(10, &call(json!(1), "a1")),                             // 2
+        http_post(50, "\"relay-1\"", "1", "tools/call", "a1", 202),  // 3
+        tool_done(140, "\"relay-1\"", "a1", "k1", true),            // 4
+        reply_sent(150, "1", "a1", &done),                           // 5
+    ]
+}
+
+#[test]
+fn user_outcomes_passes_the_relayers_answer_and_flags_a_false_close_out() {
+    let mut good = answered_call();
+    good.push(recv(160, &tool_result(json!(1), "remember a1: done", false)));
+    assert_clean(&run(user_outcomes, good));
+    // No fault touched the call, yet the client reads an error the relayer never sent.
+    let mut bad = answered_call();
+    bad.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true))); // 6
+    assert_one(&run(user_outcomes, bad), "user_outcomes", 6, "untouched by any fault");
+}
+
+#[test]
+fn user_outcomes_excuses_a_request_a_fault_fired_on() {
+    let mut events = answered_call();
+    events.push(relayer(150, kind::FAULT_FIRED, &[("fault", json!("swallow_reply")), ("id", json!("")), ("client_id", json!("1")), ("action", json!("a1"))]));
+    events.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true)));
+    assert_clean(&run(user_outcomes, events));
+}
+
+#[test]
+fn reply_accounting_flags_a_dropped_reply_and_a_reply_given_to_a_reused_id() {
+    let mut good = answered_call();
+    good.push(recv(160, &tool_result(json!(1), "remember a1: done", false)));
+    assert_clean(&run(reply_accounting, good));
+    // The relayer's reply went out on an open stream, but the client read a close-out.
+    let mut dropped = answered_call();
+    dropped.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true)));
+    assert_one(&run(reply_accounting, dropped), "reply_accounting", 5, "the client read");
+    // The client reused id 1 for a2 and read a1's late reply as a2's answer.
+    let a1 = tool_result(json!(1), "remember a1: done", false);
+    let misdelivered = vec![
+        std_spec(),                                                 // 0
+        stream_open(0, "s1"),                                       // 1
+        send(10, &call(json!(1), "a1")),                            // 2
+        recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true)), // 3
+        send(1_500, &call(json!(1), "a2")),                         // 4
+        reply_sent(1_600, "1", "a1", &a1),                          // 5
+        recv(1_610, &a1),                                           // 6
+        reply_sent(1_700, "1", "a2", &tool_result(json!(1), "remember a2: done", false)), // 7
+    ];
+    let found = run(reply_accounting, misdelivered);
+    assert!(found.iter().any(|v| v.event_index == 6 && v.detail.contains("another request")), "{found:#?}");
+}
+
+#[test]
+fn truthful_endings_holds_the_error_against_the_relayers_log() {
+    let lost = tool_result(json!(1), HEALTHY_CLOSE_OUT, true);
+    // The relayer accepted it: "the reply was lost, the work may have completed" is true.
+    let mut good = answered_call();
+    good.truncate(4);
+    good.push(recv(1_400, &lost));
+    assert_clean(&run(truthful_endings, good));
+    // The relayer never received it: both claims are false.
+    let bad = vec![std_spec(), stream_open(0, "s1"), send(10, &call(json!(1), "a1")), recv(1_400, &lost)];
+    assert_one(&run(truthful_endings, bad), "truthful_endings", 3, "never received");
+    // "HTTP 401" when the relayer answered 503.
+    let text = "the relayer rejected the credentials (HTTP 401): check the account's token";
+    let wrong = vec![
+        std_spec(),
+        send(10, &call(json!(1), "a1")),
+        http_post(50, "\"relay-1\"", "1", "tools/call", "a1", 503), // 2
+        recv(60, &tool_result(json!(1), text, true)),               // 3
+    ];
+    assert_one(&run(truthful_endings, wrong), "truthful_endings", 3, "otherwise");
+}
+
+#[test]
+fn prompt_rejection_passes_a_prompt_answer_and_flags_one_at_the_deadline() {
+    let text = "the relayer rejected the credentials (HTTP 401): check the account's token";
+    let events = |answer_at| vec![
+        std_spec(),
+        send(10, &call(json!(1), "a1")),
+        http_post(50, "\"relay-1\"", "1", "tools/call", "a1", 401), // 2
+        recv(answer_at, &tool_result(json!(1), text, true)),
+    ];
+    assert_clean(&run(prompt_rejection, events(60)));
+    assert_one(&run(prompt_rejection, events(1_400)), "prompt_rejection", 2, "definitive HTTP 401");
+}
+
+#[test]
+fn no_work_after_ending_flags_a_post_after_the_answer() {
+    let lost = tool_result(json!(1), HEALTHY_CLOSE_OUT, true);
+    let mut good = answered_call();
+    good.truncate(4);
+    good.push(recv(1_400, &lost));
+    assert_clean(&run(no_work_after_ending, good.clone()));
+    let mut bad = good;
+    bad.push(http_post(2_000, "\"relay-1\"", "1", "tools/call", "a1", 202)); // 5
+    assert_one(&run(no_work_after_ending, bad), "no_work_after_ending", 5, "after the client read its answer");
+}
+
+#[test]
+fn notifications_delivered_flags_a_lost_notification() {
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let good = vec![std_spec(), send(10, &note), http_post(50, "", "", "notifications/initialized", "", 202), eof(9_000)];
+    assert_clean(&run(notifications_delivered, good));
+    let bad = vec![std_spec(), send(10, &note), eof(9_000)]; // 1
+    assert_one(&run(notifications_delivered, bad), "notifications_delivered", 1, "never reached the relayer");
+}
+
+#[test]
+fn sessions_initialized_flags_a_request_on_a_fresh_session() {
+    let init = http_post(40, "\"relay-init-1\"", "", "initialize", "", 202);
+    let the_call = http_post(50, "\"relay-1\"", "1", "tools/call", "a1", 202);
+    assert_clean(&run(sessions_initialized, vec![std_spec(), init, the_call.clone()]));
+    assert_one(&run(sessions_initialized, vec![std_spec(), the_call]), "sessions_initialized", 1, "never initialized");
+}
+
+#[test]
+fn reconnect_discipline_flags_a_storm_of_short_streams() {
+    // s1 lived 100 ms: the next stream must wait backoff(0) = 500 ms (slack 10).
+    let good = vec![std_spec(), stream_open(0, "s1"), stream_close(100, "s1"), stream_open(650, "s2")];
+    assert_clean(&run(reconnect_discipline, good));
+    let bad = vec![std_spec(), stream_open(0, "s1"), stream_close(100, "s1"), stream_open(150, "s2")]; // 3
+    assert_one(&run(reconnect_discipline, bad), "reconnect_discipline", 3, "backoff is 500 ms");
+    // A stream that lived long is no failure: reconnecting at once is fine.
+    let long = vec![std_spec(), stream_open(0, "s1"), stream_close(5_000, "s1"), stream_open(5_010, "s2")];
+    assert_clean(&run(reconnect_discipline, long));
+}
+
+#[test]
+fn quiescence_holds_the_report_against_the_observations() {
+    let report = |inflight: u64, tasks: &str| bridge(9_000, kind::BRIDGE_REPORT, &[
+        ("inflight", json!(inflight)),
+        ("notes", json!(0)),
+        ("suppressed", json!(0)),
+        ("closed_out", json!(0)),
+        ("suppressed_age_ms", json!(0)),
+        ("closed_out_age_ms", json!(0)),
+        ("session", json!(true)),
+        ("tasks", json!(tasks)),
+    ]);
+    let events = |report| vec![std_spec(), stream_open(0, "s1"), eof(9_000), report, bridge(9_000, kind::BRIDGE_EXIT, &[])];
+    assert_clean(&run(quiescence, events(report(0, "stream+sweeper+watchdog"))));
+    // A pump still running after settle, and an in-flight entry no client request explains.
+    let found = run(quiescence, events(report(1, "stream+pump+sweeper+watchdog")));
+    assert!(found.iter().any(|v| v.detail.contains("in flight")) && found.iter().any(|v| v.detail.contains("idle set")), "{found:#?}");
+    // An exit without the report is a violation too.
+    let silent = vec![std_spec(), eof(9_000), bridge(9_000, kind::BRIDGE_EXIT, &[])];
+    assert_one(&run(quiescence, silent), "quiescence", 0, "without its resource report");
+}
+
+// ---- boundary stories: relayer-side builders -------------------------------------------------
+
+/// The relayer opened a stream for `session`.
+fn r_open(at_ms: u64, session: &str) -> TraceEvent {
+    TraceEvent::new(at_ms, host::RELAYER, kind::STREAM_OPEN, &[("session", json!(session))])
+}
+
+/// The relayer stopped serving `session`'s stream.
+fn r_close(at_ms: u64, session: &str) -> TraceEvent {
+    TraceEvent::new(at_ms, host::RELAYER, kind::STREAM_CLOSE, &[("session", json!(session))])
+}
+
+/// The relayer received a POST (`id` empty for a notification) and answered `status`.
+fn r_post(at_ms: u64, session: &str, id: &str, method: &str, action: &str, status: u64) -> TraceEvent {
+    let fields = [
+        ("session", json!(session)),
+        ("id", json!(id)),
+        ("client_id", json!(id)),
+        ("method", json!(method)),
+        ("action", json!(action)),
+        ("key", json!(format!("k{id}"))),
+        ("status", json!(status)),
+    ];
+    TraceEvent::new(at_ms, host::RELAYER, kind::HTTP_POST, &fields)
+}
+
+/// The relayer wrote `msg`, the reply to request `id`, to `session`'s stream.
+fn r_sent(at_ms: u64, id: &str, action: &str, session: &str, msg: &Value) -> TraceEvent {
+    let fields = [
+        ("id", json!(id)),
+        ("client_id", json!(id)),
+        ("action", json!(action)),
+        ("session", json!(session)),
+        ("msg", json!(msg.to_string())),
+    ];
+    TraceEvent::new(at_ms, host::RELAYER, kind::REPLY_SENT, &fields)
+}
+
+/// The relayer really executed `action` for request `id`.
+fn r_exec(at_ms: u64, id: &str, action: &str, session: &str) -> TraceEvent {
+    let fields = [
+        ("id", json!(id)),
+        ("client_id", json!(id)),
+        ("tool", json!("remember")),
+        ("action", json!(action)),
+        ("key", json!(format!("k{id}"))),
+        ("session", json!(session)),
+    ];
+    TraceEvent::new(at_ms, host::RELAYER, kind::TOOL_EXEC, &fields)
+}
+
+/// The bridge's end-of-run resource report: idle tasks, a live session, nothing suppressed.
+fn report(at_ms: u64, inflight: u64, closed_out: u64, closed_out_age_ms: u64) -> TraceEvent {
+    bridge(
+        at_ms,
+        kind::BRIDGE_REPORT,
+        &[
+            ("inflight", json!(inflight)),
+            ("notes", json!(0)),
+            ("suppressed", json!(0)),
+            ("closed_out", json!(closed_out)),
+            ("suppressed_age_ms", json!(0)),
+            ("closed_out_age_ms", json!(closed_out_age_ms)),
+            ("session", json!(true)),
+            ("tasks", json!("stream+sweeper+watchdog")),
+        ],
+    )
+}
+
+fn client_eof(at_ms: u64) -> TraceEvent {
+    TraceEvent::new(at_ms, host::CLIENT, kind::CLIENT_EOF, &[("reason", json!("end"))])
+}
+
+/// An initialized session `s1` open from 0, and call 1 (action `a1`) accepted at 10.
+fn accepted_call() -> Vec<TraceEvent> {
+    vec![
+        std_spec(),                                                      // 0
+        r_open(0, "s1"),                                                 // 1
+        r_post(5, "s1", "relay-init-1", "initialize", "", 202),          // 2
+        send(10, &call(json!(1), "a1")),                                 // 3
+        r_post(11, "s1", "1", "tools/call", "a1", 202),                  // 4
+    ]
+}
+
+// ---- user_outcomes --------------------------------------------------------------------------
+
+#[test]
+fn user_outcomes_passes_the_relayers_own_answer() {
+    let mut events = accepted_call();
+    events.push(r_sent(111, "1", "a1", "s1", &tool_result(json!("relay-1"), "remember a1: done", false))); // 5
+    events.push(recv(112, &tool_result(json!(1), "remember a1: done", false))); // 6
+    assert_clean(&run(outcome_checks::user_outcomes, events));
+}
+
+#[test]
+fn user_outcomes_flags_a_false_error_for_an_answered_call() {
+    // The relayer executed the call and answered it; the client reads a failure.
+    let mut events = accepted_call();
+    events.push(r_exec(11, "1", "a1", "s1")); // 5
+    events.push(tool_done(110, "1", "a1", "k1", true)); // 6
+    events.push(r_sent(111, "1", "a1", "s1", &tool_result(json!("relay-1"), "remember a1: done", false))); // 7
+    events.push(recv(112, &tool_result(json!(1), "the relayer could not be reached", true))); // 8
+    assert_one(&run(outcome_checks::user_outcomes, events), "user_outcomes", 8, "which the relayer never sent");
+}
+
+#[test]
+fn user_outcomes_flags_an_untouched_call_never_answered() {
+    let mut events = accepted_call();
+    events.push(TraceEvent::new(100, host::RELAYER, kind::TOOL_DONE, &[("id", json!("1")), ("action", json!("a1")), ("ok", json!(true))])); // 5
+    assert_one(&run(outcome_checks::user_outcomes, events), "user_outcomes", 3, "never answered");
+}
+
+// ---- reply_accounting -----------------------------------------------------------------------
+
+#[test]
+fn reply_accounting_flags_a_sent_reply_the_client_never_read() {
+    let mut events = accepted_call();
+    events.push(r_sent(111, "1", "a1", "s1", &tool_result(json!("relay-1"), "remember a1: done", false))); // 5
+    events.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true))); // 6
+    assert_one(&run(outcome_checks::reply_accounting, events), "reply_accounting", 5, "but the client read");
+}
+
+#[test]
+fn reply_accounting_passes_a_reply_on_a_stream_that_closed_at_once() {
+    // The stream died before the frame could cross: the reply was lost, not swallowed.
+    let mut events = accepted_call();
+    events.push(r_sent(111, "1", "a1", "s1", &tool_result(json!("relay-1"), "remember a1: done", false))); // 5
+    events.push(r_close(112, "s1")); // 6
+    events.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true))); // 7
+    assert_clean(&run(outcome_checks::reply_accounting, events));
+}
+
+#[test]
+fn reply_accounting_flags_an_answer_taken_from_another_request() {
+    let mut events = accepted_call();
+    events.push(send(20, &call(json!(2), "a2"))); // 5
+    events.push(r_post(21, "s1", "2", "tools/call", "a2", 202)); // 6
+    events.push(r_sent(111, "1", "a1", "s1", &tool_result(json!("relay-1"), "remember a1: done", false))); // 7
+    events.push(recv(112, &tool_result(json!(1), "remember a1: done", false))); // 8
+    events.push(recv(113, &tool_result(json!(2), "remember a1: done", false))); // 9
+    assert_one(&run(outcome_checks::reply_accounting, events), "reply_accounting", 9, "another request (action a1)");
+}
+
+// ---- truthful_endings -----------------------------------------------------------------------
+
+#[test]
+fn truthful_endings_passes_a_lost_reply_the_relayer_received() {
+    let mut events = accepted_call();
+    events.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true))); // 5
+    assert_clean(&run(outcome_checks::truthful_endings, events));
+}
+
+#[test]
+fn truthful_endings_flags_unreachable_when_the_relayer_had_accepted() {
+    let mut events = accepted_call();
+    events.push(recv(20, &tool_result(json!(1), "the relayer could not be reached", true))); // 5
+    assert_one(&run(outcome_checks::truthful_endings, events), "truthful_endings", 5, "the relayer had accepted it");
+}
+
+#[test]
+fn truthful_endings_flags_a_status_the_relayer_never_answered() {
+    let mut events = accepted_call();
+    events.push(recv(20, &tool_result(json!(1), "the relayer rejected the call (HTTP 503)", true))); // 5
+    assert_one(&run(outcome_checks::truthful_endings, events), "truthful_endings", 5, "answered its last POST otherwise");
+}
+
+// ---- prompt_rejection -----------------------------------------------------------------------
+
+fn rejected_call(answer_ms: u64) -> Vec<TraceEvent> {
+    vec![
+        std_spec(),                                                   // 0
+        r_open(0, "s1"),                                              // 1
+        r_post(5, "s1", "relay-init-1", "initialize", "", 202),       // 2
+        send(10, &call(json!(1), "a1")),                              // 3
+        r_post(11, "s1", "1", "tools/call", "a1", 401),               // 4
+        recv(answer_ms, &tool_result(json!(1), "the relayer rejected the credentials (HTTP 401)", true)), // 5
+    ]
+}
+
+#[test]
+fn prompt_rejection_passes_a_prompt_answer() {
+    assert_clean(&run(outcome_checks::prompt_rejection, rejected_call(40)));
+}
+
+#[test]
+fn prompt_rejection_flags_a_rejection_answered_at_the_deadline() {
+    assert_one(&run(outcome_checks::prompt_rejection, rejected_call(1_010)), "prompt_rejection", 4, "answered 999 ms after");
+}
+
+// ---- no_work_after_ending -------------------------------------------------------------------
+
+#[test]
+fn no_work_after_ending_passes_work_before_the_answer() {
+    let mut events = accepted_call();
+    events.push(r_exec(12, "1", "a1", "s1")); // 5
+    events.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true))); // 6
+    assert_clean(&run(outcome_checks::no_work_after_ending, events));
+}
+
+#[test]
+fn no_work_after_ending_flags_a_late_post_on_an_accepted_call() {
+    let mut events = accepted_call();
+    events.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true))); // 5
+    events.push(r_post(2_000, "s1", "1", "tools/call", "a1", 202)); // 6
+    assert_one(&run(outcome_checks::no_work_after_ending, events), "no_work_after_ending", 6, "after the client read its answer");
+}
+
+// ---- notifications_delivered ----------------------------------------------------------------
+
+fn note_sent() -> Vec<TraceEvent> {
+    vec![
+        std_spec(), // 0
+        r_open(0, "s1"), // 1
+        send(10, &json!({"jsonrpc": "2.0", "method": "notifications/initialized"})), // 2
+    ]
+}
+
+#[test]
+fn notifications_delivered_passes_an_accepted_notification() {
+    let mut events = note_sent();
+    events.push(r_post(12, "s1", "", "notifications/initialized", "", 202)); // 3
+    events.push(client_eof(9_000)); // 4
+    assert_clean(&run(outcome_checks::notifications_delivered, events));
+}
+
+#[test]
+fn notifications_delivered_flags_a_dropped_notification() {
+    let mut events = note_sent();
+    events.push(client_eof(9_000)); // 3
+    assert_one(&run(outcome_checks::notifications_delivered, events), "notifications_delivered", 2, "never reached the relayer");
+}
+
+// ---- sessions_initialized -------------------------------------------------------------------
+
+#[test]
+fn sessions_initialized_passes_initialize_first_and_ping_anytime() {
+    let mut events = accepted_call();
+    events.push(r_open(200, "s2")); // 5
+    events.push(r_post(201, "s2", "7", "ping", "", 202)); // 6
+    events.push(r_post(202, "s2", "relay-init-2", "initialize", "", 202)); // 7
+    events.push(r_post(203, "s2", "1", "tools/call", "a1", 202)); // 8
+    assert_clean(&run(outcome_checks::sessions_initialized, events));
+}
+
+#[test]
+fn sessions_initialized_flags_a_replay_to_an_uninitialized_session() {
+    let mut events = accepted_call();
+    events.push(r_open(200, "s2")); // 5
+    events.push(r_post(203, "s2", "1", "tools/call", "a1", 202)); // 6
+    assert_one(&run(outcome_checks::sessions_initialized, events), "sessions_initialized", 6, "never initialized");
+}
+
+// ---- reconnect_discipline -------------------------------------------------------------------
+
+fn flapping(second_open_ms: u64) -> Vec<TraceEvent> {
+    vec![
+        std_spec(),                       // 0
+        r_open(0, "s1"),                  // 1
+        r_close(100, "s1"),               // 2
+        r_open(second_open_ms, "s2"),     // 3
+    ]
+}
+
+#[test]
+fn reconnect_discipline_passes_a_backed_off_reconnect() {
+    assert_clean(&run(outcome_checks::reconnect_discipline, flapping(600)));
+}
+
+#[test]
+fn reconnect_discipline_flags_a_reconnect_storm() {
+    assert_one(&run(outcome_checks::reconnect_discipline, flapping(150)), "reconnect_discipline", 3, "the backoff is 500 ms");
+}
+
+// ---- quiescence -----------------------------------------------------------------------------
+
+fn settled_run(report_event: TraceEvent) -> Vec<TraceEvent> {
+    let mut events = accepted_call();
+    events.push(r_sent(111, "1", "a1", "s1", &tool_result(json!("relay-1"), "remember a1: done", false))); // 5
+    events.push(recv(112, &tool_result(json!(1), "remember a1: done", false))); // 6
+    events.push(client_eof(9_000)); // 7
+    events.push(report_event); // 8
+    events.push(bridge(9_000, kind::BRIDGE_EXIT, &[("failed", json!(0))])); // 9
+    events
+}
+
+#[test]
+fn quiescence_passes_an_idle_report() {
+    assert_clean(&run(outcome_checks::quiescence, settled_run(report(9_000, 0, 0, 0))));
+}
+
+#[test]
+fn quiescence_flags_a_request_kept_after_settle() {
+    let found = run(outcome_checks::quiescence, settled_run(report(9_000, 1, 0, 0)));
+    assert!(!found.is_empty() && found.iter().all(|v| v.invariant == "quiescence" && v.event_index == 8), "{found:#?}");
+    assert!(found[0].detail.contains("requests in flight"), "{found:#?}");
+}
+
+#[test]
+fn quiescence_flags_an_exit_without_a_report() {
+    let mut events = settled_run(report(9_000, 0, 0, 0));
+    events.remove(8);
+    assert_one(&run(outcome_checks::quiescence, events), "quiescence", 0, "without its resource report");
+}
+
+#[test]
+fn stories_give_each_reused_id_its_own_upstream_post_within_a_tick() {
+    // Two `tools/list` reuse id 4; the second is sent in the very millisecond the relayer receives
+    // the first's POST (upstream id relay-7). Each POST and reply belongs to its own request.
+    let listing = list_result(json!(4));
+    let post = |at, upstream: &str| relayer(at, kind::HTTP_POST, &[
+        ("session", json!("s1")),
+        ("id", json!(upstream)),
+        ("client_id", json!("4")),
+        ("method", json!("tools/list")),
+        ("action", json!("")),
+        ("key", json!("")),
+        ("status", json!(202)),
+    ]);
+    let sent = |at, upstream: &str| relayer(at, kind::REPLY_SENT, &[
+        ("id", json!(upstream)),
+        ("client_id", json!("4")),
+        ("action", json!("")),
+        ("session", json!("s1")),
+        ("msg", json!(listing.to_string())),
+    ]);
+    let events = vec![
+        std_spec(),                               // 0
+        stream_open(0, "s1"),                     // 1
+        send(1_950, &list(json!(4))),             // 2
+        post(2_100, "\"relay-7\""),               // 3
+        sent(2_100, "\"relay-7\""),               // 4
+        recv(2_100, &listing),                    // 5
+        send(2_100, &list(json!(4))),             // 6
+        post(2_300, "\"relay-8\""),               // 7
+        sent(2_300, "\"relay-8\""),               // 8
+        recv(2_350, &listing),                    // 9
+    ];
+    assert_clean(&run(user_outcomes, events.clone()));
+    assert_clean(&run(reply_accounting, events));
+}
+
+#[test]
+fn reconnect_discipline_counts_a_close_a_link_hold_hid_as_the_bridge_saw_it() {
+    // s1 ends 50 ms after opening, but a link hold keeps the end from the bridge until 3 600:
+    // for the bridge s1 lived long, so s2 (short) asks only backoff(0) = 500 ms before s3.
+    let hold = |phase: &str, at| TraceEvent::new(at, host::SIM, kind::FAULT_INJECTED, &[
+        ("fault", json!("link_hold")),
+        ("phase", json!(phase)),
+        ("detail", json!("{\"fault\":\"link_hold\",\"at_ms\":151,\"for_ms\":3400}")),
+    ]);
+    let events = |s3_at| vec![
+        std_spec(),                   // 0
+        stream_open(100, "s1"),       // 1
+        stream_close(150, "s1"),      // 2
+        hold("start", 150),           // 3
+        hold("end", 3_600),           // 4
+        stream_open(3_700, "s2"),     // 5
+        stream_close(4_400, "s2"),    // 6
+        stream_open(s3_at, "s3"),     // 7
+    ];
+    assert_clean(&run(reconnect_discipline, events(4_950)));
+    assert_one(&run(reconnect_discipline, events(4_600)), "reconnect_discipline", 7, "backoff is 500 ms");
 }

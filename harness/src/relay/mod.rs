@@ -4,6 +4,8 @@
 pub mod checks;
 pub mod coverage;
 pub mod faults;
+pub mod outcome_checks;
+pub mod story;
 pub mod strategy;
 pub mod stream_checks;
 
@@ -142,6 +144,7 @@ impl family::Driver for Driver {
             sweep_period_ms = spec.sweep_period_ms,
             slack_ms = spec.slack_ms,
             horizon_ms,
+            sse_idle_ms = self.scenario.timing.sse_idle_ms,
             bugs = %self.scenario.bugs.enabled().join("+"),
             profile = %self.scenario.profile.join("+")
         );

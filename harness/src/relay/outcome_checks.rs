@@ -1,0 +1,423 @@
+//! The relay checkers that judge end-to-end truth (ORACLES.md §1–4): each request's story at the
+//! boundaries (the client's stdio, the relayer's log and streams) must close. The bridge's own
+//! events only explain.
+
+use std::collections::BTreeSet;
+
+use bridge_under_test::events::{host, kind};
+use serde_json::Value;
+
+use super::checks::{error_text, Facts, Request};
+use super::story::{same_reply, Sent, Story};
+use crate::check::{capped, message};
+use crate::trace::Violation;
+
+/// Retries of a POST answered 429 or 5xx before the call fails, and the wait before retry `k`
+/// (`250·2^k`): the bridge's documented retry policy, restated here.
+pub const POST_RETRIES: usize = 2;
+pub const RETRY_BASE_MS: u64 = 250;
+/// A stream that lives less than this "ends soon after it opens".
+pub const SHORT_STREAM_MS: u64 = 1_000;
+/// How long the bridge remembers a closed-out id (`closed_out_retention_ms`, MODEL.md §1.4's
+/// bounded retention window).
+pub const CLOSED_OUT_RETENTION_MS: u64 = 600_000;
+/// The bridge's idle task set: what runs once everything has settled.
+pub const IDLE_TASKS: &str = "stream+sweeper+watchdog";
+
+/// `min(15 000, 500·2^attempt)` (MODEL.md §1.3).
+fn backoff_ms(attempt: u64) -> u64 {
+    500u64.saturating_mul(1 << attempt.min(20)).min(15_000)
+}
+
+impl Facts<'_> {
+    /// How long after a global fault ends it may still touch a request: a silent stream is
+    /// noticed within the idle budget plus a watchdog period, then the reconnect backs off at
+    /// most 15 s.
+    pub(super) fn recovery_ms(&self) -> u64 {
+        self.sse_idle_ms + (self.sse_idle_ms / 3).max(500) + 15_000 + 4 * self.slack_ms
+    }
+
+    /// When a request's life ends for judging faults: its answer, or its bound.
+    fn life_end(&self, request: &Request) -> u64 {
+        let bound = request.at_ms + self.call_timeout_ms + self.sweep_period_ms + self.slack_ms;
+        request.answered.as_ref().map_or(bound, |a| a.at_ms.max(request.at_ms))
+    }
+
+    /// Why a request may legitimately not succeed, if anything touched it: a mock fault that
+    /// fired on it, a POST of it the relayer refused, a global fault whose influence meets its
+    /// life, the client closing stdin, or a tool slower than the call deadline.
+    pub(super) fn touched(&self, n: usize) -> Option<String> {
+        let (request, story) = (&self.requests[n], &self.stories.of[n]);
+        if let Some(fault) = story.fired.first() {
+            return Some(fault.clone());
+        }
+        if let Some(post) = story.posts.iter().find(|p| p.status != 202) {
+            return Some(format!("HTTP {}", post.status));
+        }
+        let end = self.life_end(request);
+        if let Some(name) = self.stories.global_fault_meets(request.at_ms, end, self.recovery_ms()) {
+            return Some(name.to_string());
+        }
+        if self.stories.stream_ended_in(request.at_ms, end) {
+            return Some("a stream ended".to_string());
+        }
+        if let Some((_, eof, _)) = &self.stories.client_eof {
+            if *eof <= end {
+                return Some("client_eof".to_string());
+            }
+        }
+        let slow = story.done_ms.is_none_or(|done| done + self.slack_ms >= request.at_ms + self.call_timeout_ms);
+        if !story.action.is_empty() && slow {
+            return Some("slower than the call deadline".to_string());
+        }
+        None
+    }
+
+    /// The relayer reply a message the client read equals, if any.
+    fn relayer_sent<'s>(story: &'s Story, msg: &Value) -> Option<&'s Sent> {
+        story.sent.iter().find(|sent| same_reply(&sent.msg, msg))
+    }
+}
+
+fn judged(request: &Request) -> bool {
+    request.id.is_some() && request.method != "initialize"
+}
+
+/// A request no fault touched succeeds with the relayer's own answer (and so does every request
+/// after heal, since nothing touches those).
+pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for (n, request) in facts.requests.iter().enumerate() {
+        if !judged(request) || facts.touched(n).is_some() {
+            continue;
+        }
+        let story = &facts.stories.of[n];
+        let id = request.id.as_deref().unwrap_or("");
+        let detail = match &request.answered {
+            None => format!("{} id {id}: untouched by any fault, never answered", request.method),
+            Some(answer) if Facts::relayer_sent(story, &answer.msg).is_some() => continue,
+            Some(answer) => format!(
+                "{} id {id}: untouched by any fault, answered with {} which the relayer never sent (it sent {} replies for it)",
+                request.method,
+                answer.msg,
+                story.sent.len()
+            ),
+        };
+        let index = request.answered.as_ref().map_or(request.index, |a| a.index);
+        found.push(facts.violation("user_outcomes", index, detail));
+    }
+    capped(found)
+}
+
+/// Every reply the relayer sent for a request the bridge still owed, on a stream that stayed open
+/// long enough to carry it, reaches the client as that request's answer; and no request is
+/// answered with a reply the relayer sent for another request.
+pub fn reply_accounting(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    let slack = facts.slack_ms;
+    let eof = facts.stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
+    for (n, request) in facts.requests.iter().enumerate() {
+        if !judged(request) {
+            continue;
+        }
+        let story = &facts.stories.of[n];
+        let answer = request.answered.as_ref();
+        for sent in &story.sent {
+            let released = facts.stories.released_ms(&sent.session, sent.at_ms, 2 * slack);
+            let Some(stream) = facts.stories.stream(&sent.session) else { continue };
+            let carried = stream.closed_ms.is_none_or(|closed| closed > released + 2 * slack);
+            let arrives = released + 2 * slack;
+            // Still owed when it arrived: the client had not read an answer yet, nor closed.
+            let owed = answer.is_none_or(|a| a.at_ms > arrives) && arrives < eof;
+            if !carried || !owed || answer.is_some_and(|a| same_reply(&a.msg, &sent.msg)) {
+                continue;
+            }
+            if answer.is_none() && arrives + facts.sweep_period_ms > facts.horizon_ms {
+                continue;
+            }
+            let read = answer.map_or("nothing".to_string(), |a| format!("{} at {} ms", a.msg, a.at_ms));
+            let id = request.id.as_deref().unwrap_or("");
+            let detail = format!(
+                "the relayer sent the reply to {} id {id} at {} ms on {} (open until {}), but the client read {read}",
+                request.method,
+                sent.at_ms,
+                sent.session,
+                stream.closed_ms.map_or("the end".to_string(), |c| format!("{c} ms")),
+            );
+            found.push(facts.violation("reply_accounting", sent.index, detail));
+            break;
+        }
+        // Never delivered as the answer to another request that reused the id.
+        if let Some(answer) = answer {
+            if Facts::relayer_sent(story, &answer.msg).is_some() {
+                continue;
+            }
+            let other = facts.stories.of.iter().enumerate().find(|(m, other)| {
+                *m != n && !other.action.is_empty() && Facts::relayer_sent(other, &answer.msg).is_some()
+            });
+            if let Some((m, _)) = other {
+                let detail = format!(
+                    "{} id {} was answered with the relayer's reply to another request (action {})",
+                    request.method,
+                    request.id.as_deref().unwrap_or(""),
+                    facts.stories.of[m].action
+                );
+                found.push(facts.violation("reply_accounting", answer.index, detail));
+            }
+        }
+    }
+    capped(found)
+}
+
+/// Every error the client reads names what really happened to that request, checked against the
+/// relayer's log: "the reply was lost" only if the relayer received it; "may have completed" only
+/// if it may have (the relayer accepted it); "HTTP S" only if the relayer answered S; "could not
+/// be reached" only if the relayer never accepted it; "the stream was down" only if it was.
+pub fn truthful_endings(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for (n, request) in facts.requests.iter().enumerate() {
+        let (Some(answer), true) = (&request.answered, judged(request)) else { continue };
+        let story = &facts.stories.of[n];
+        if Facts::relayer_sent(story, &answer.msg).is_some() {
+            continue;
+        }
+        let Some(text) = error_text(&answer.msg) else { continue };
+        let accepted_before = story.posts.iter().any(|p| p.status == 202 && p.at_ms <= answer.at_ms + facts.slack_ms);
+        let accepted_ever = story.posts.iter().any(|p| p.status == 202);
+        let last_status = story.posts.iter().rfind(|p| p.at_ms <= answer.at_ms + facts.slack_ms).map(|p| p.status);
+        let mut lies = Vec::new();
+        if text.contains("reply was lost") && !accepted_before {
+            lies.push("the relayer never received it");
+        }
+        if text.contains("may have completed") && !accepted_ever {
+            lies.push("the relayer never accepted it, so nothing can have completed");
+        }
+        if let Some(status) = text.split("HTTP ").nth(1).and_then(|rest| rest.get(..3)).and_then(|s| s.parse::<u64>().ok()) {
+            if last_status != Some(status) {
+                lies.push("the relayer answered its last POST otherwise");
+            }
+        }
+        if text.contains("could not be reached") && accepted_before {
+            lies.push("the relayer had accepted it");
+        }
+        if text.contains("stream was down") {
+            let down = (request.at_ms..=answer.at_ms).step_by(50).any(|t| !facts.stories.any_stream_open(t))
+                || facts.stories.stream_ended_in(request.at_ms, answer.at_ms)
+                || facts.stories.holds.iter().any(|h| h.start_ms <= answer.at_ms && h.end_ms >= request.at_ms);
+            if !down {
+                lies.push("a relayer stream was open all along");
+            }
+        }
+        if text.contains("stdin closed") && facts.stories.client_eof.as_ref().is_none_or(|(_, eof, _)| *eof > answer.at_ms) {
+            lies.push("the client had not closed stdin");
+        }
+        if let Some(lie) = lies.first() {
+            let id = request.id.as_deref().unwrap_or("");
+            let detail = format!("{} id {id} was told {text:?}, but {lie}", request.method);
+            found.push(facts.violation("truthful_endings", answer.index, detail));
+        }
+    }
+    capped(found)
+}
+
+/// A definitive rejection (401/403, or a 429/5xx that used up the retries) is answered promptly,
+/// measured from the rejection, not at the call deadline.
+pub fn prompt_rejection(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    let bound = 2 * facts.slack_ms + 100;
+    for (n, request) in facts.requests.iter().enumerate() {
+        if !judged(request) {
+            continue;
+        }
+        let mut transient = 0;
+        let definitive = facts.stories.of[n].posts.iter().find(|post| {
+            match post.status {
+                401 | 403 => return true,
+                429 | 500..=599 => transient += 1,
+                _ => transient = 0,
+            }
+            transient > POST_RETRIES
+        });
+        let Some(post) = definitive else { continue };
+        let late = match &request.answered {
+            Some(answer) if answer.at_ms <= post.at_ms + bound || answer.at_ms < post.at_ms => continue,
+            Some(answer) => format!("answered {} ms after", answer.at_ms - post.at_ms),
+            None if post.at_ms + bound > facts.horizon_ms => continue,
+            None => "never answered after".to_string(),
+        };
+        let id = request.id.as_deref().unwrap_or("");
+        let detail = format!("{} id {id}: {late} the relayer's definitive HTTP {} at {} ms (bound {bound} ms)", request.method, post.status, post.at_ms);
+        found.push(facts.violation("prompt_rejection", post.index, detail));
+    }
+    capped(found)
+}
+
+/// No work after an ending: the relayer receives no POST of a request whose answer the client has
+/// already read, and executes no write after the client was told it failed, unless a link hold
+/// kept a POST sent earlier in the network.
+pub fn no_work_after_ending(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for (n, request) in facts.requests.iter().enumerate() {
+        let (Some(answer), true) = (&request.answered, judged(request)) else { continue };
+        let story = &facts.stories.of[n];
+        let cutoff = answer.at_ms + 2 * facts.slack_ms;
+        let held = |at: u64| facts.stories.holds.iter().any(|h| !h.older_streams_only && h.start_ms <= at && h.end_ms + facts.slack_ms >= answer.at_ms);
+        if let Some(post) = story.posts.iter().find(|p| p.at_ms > cutoff && !held(p.at_ms)) {
+            let detail = format!(
+                "the relayer received a POST of {} id {} at {} ms, after the client read its answer at {} ms",
+                request.method,
+                request.id.as_deref().unwrap_or(""),
+                post.at_ms,
+                answer.at_ms
+            );
+            found.push(facts.violation("no_work_after_ending", post.index, detail));
+            continue;
+        }
+        let failed = error_text(&answer.msg).is_some() && Facts::relayer_sent(story, &answer.msg).is_none();
+        if let Some((index, at)) = story.execs.iter().find(|(_, at)| failed && *at > cutoff && !held(*at)) {
+            let detail = format!("action {} executed at {at} ms, after the client was told at {} ms that it failed", story.action, answer.at_ms);
+            found.push(facts.violation("no_work_after_ending", *index, detail));
+        }
+    }
+    capped(found)
+}
+
+/// Every notification the client sent reaches the relayer (a POST it accepted) unless the client
+/// closed first or the relayer refused it for good.
+pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
+    let eof = facts.stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
+    let settle = facts.call_timeout_ms + facts.sweep_period_ms;
+    let mut used = BTreeSet::new();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.events.iter().enumerate() {
+        if event.host != host::CLIENT || event.kind != kind::MCP_SEND {
+            continue;
+        }
+        let msg = message(event);
+        let Some(method) = msg.get("method").and_then(Value::as_str) else { continue };
+        if msg.get("id").is_some_and(|id| !id.is_null()) {
+            continue;
+        }
+        let posts = &facts.stories.all_posts;
+        let delivered = posts.iter().enumerate().find(|(k, (_, at, _, id, m, status))| {
+            !used.contains(k) && id.is_empty() && m == method && *status == 202 && at + facts.slack_ms >= event.at_ms
+        });
+        if let Some((k, _)) = delivered {
+            used.insert(k);
+            continue;
+        }
+        let from = facts.stories.heal_ms.unwrap_or(0).max(event.at_ms);
+        let refused = posts.iter().any(|(_, at, _, id, m, status)| id.is_empty() && m == method && *status != 202 && *at + facts.slack_ms >= event.at_ms);
+        if eof < from + settle || refused {
+            continue;
+        }
+        let detail = format!("notification {method} sent at {} ms never reached the relayer (stdin closed at {eof} ms)", event.at_ms);
+        found.push(facts.violation("notifications_delivered", index, detail));
+    }
+    capped(found)
+}
+
+/// Every session that carries a request was initialized first: the relayer received an
+/// `initialize` on it (accepted, or refused by a fault the bridge then met) before any other
+/// request but `ping`.
+pub fn sessions_initialized(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut initialized = BTreeSet::new();
+    let mut found = Vec::new();
+    for (index, _, session, id, method, status) in &facts.stories.all_posts {
+        if method == "initialize" {
+            initialized.insert(session.clone());
+        }
+        if *status != 202 || id.is_empty() {
+            continue;
+        }
+        if method == "initialize" {
+            continue;
+        } else if method != "ping" && !initialized.contains(session) {
+            let detail = format!("{method} id {id} on session {session}, which was never initialized");
+            found.push(facts.violation("sessions_initialized", *index, detail));
+        }
+    }
+    capped(found)
+}
+
+/// Reconnect discipline as the relayer sees it: after `k` consecutive streams that each ended
+/// within `SHORT_STREAM_MS` of opening, the next stream opens no sooner than `backoff(k-1)`
+/// after the last one ended, so a relayer that keeps accepting and dropping streams never sees
+/// a reconnect storm.
+pub fn reconnect_discipline(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut short = 0u64;
+    let mut last_close: Option<u64> = None;
+    let mut found = Vec::new();
+    let streams = &facts.stories.streams;
+    for stream in streams {
+        if let (Some(closed), true) = (last_close, short > 0) {
+            let wait = backoff_ms(short - 1);
+            let waited = stream.opened_ms.saturating_sub(closed);
+            if waited + facts.slack_ms < wait {
+                let index = facts.trace.events.iter().position(|e| e.kind == kind::STREAM_OPEN && e.text("session") == stream.session);
+                let detail = format!("stream {} opened {waited} ms after {short} short-lived streams; the backoff is {wait} ms", stream.session);
+                found.push(facts.violation("reconnect_discipline", index.unwrap_or(0), detail));
+            }
+        }
+        // The bridge may learn of a close only when a stall or link hold lets the bytes through
+        // (the stream lived longer for the bridge): shortness counts from then, the wait from
+        // the close itself (the bridge cannot have started waiting earlier).
+        let seen_close = stream.closed_ms.map(|closed| facts.stories.released_ms(&stream.session, closed, facts.slack_ms));
+        match seen_close {
+            Some(closed) if closed < stream.opened_ms + SHORT_STREAM_MS => short += 1,
+            _ => short = 0,
+        }
+        last_close = stream.closed_ms;
+    }
+    capped(found)
+}
+
+/// Quiescence: when the client closes stdin after everything settled, the bridge's end-of-run
+/// resource report holds only entries inside their retention windows, nothing owed and nothing
+/// waiting, its tasks are the idle set, and the report matches what the boundaries show (the
+/// requests the client still waits on; the relayer's open streams).
+pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
+    let Some((_, eof, reason)) = &facts.stories.client_eof else { return Vec::new() };
+    let report = facts.trace.events.iter().enumerate().find(|(_, e)| e.host == host::BRIDGE && e.kind == kind::BRIDGE_REPORT);
+    let Some((index, report)) = report else {
+        if facts.trace.events.iter().any(|e| e.kind == kind::BRIDGE_EXIT) {
+            return vec![facts.violation("quiescence", 0, "the bridge exited without its resource report".to_string())];
+        }
+        return Vec::new();
+    };
+    let waiting = facts.requests.iter().filter(|r| r.id.is_some() && r.answered.as_ref().is_none_or(|a| a.at_ms + facts.slack_ms >= *eof)).count() as u64;
+    let mut problems = Vec::new();
+    if report.num("inflight") > waiting {
+        problems.push(format!("reports {} requests in flight while the client waits on {waiting}", report.num("inflight")));
+    }
+    if report.num("closed_out_age_ms") > CLOSED_OUT_RETENTION_MS {
+        problems.push(format!("keeps a closed-out id {} ms old", report.num("closed_out_age_ms")));
+    }
+    if report.num("suppressed_age_ms") > facts.call_timeout_ms + facts.sweep_period_ms + facts.slack_ms {
+        problems.push(format!("keeps a suppressed id {} ms old", report.num("suppressed_age_ms")));
+    }
+    // Settled: the client closed on schedule, after heal and recovery, and every request it
+    // sent was due (deadline plus a sweep) before it closed.
+    let due = facts.call_timeout_ms + facts.sweep_period_ms + 2 * facts.slack_ms;
+    let settled = reason == "end"
+        && facts.stories.heal_ms.is_none_or(|heal| heal + facts.recovery_ms() < *eof)
+        && facts.requests.iter().all(|r| r.at_ms + due < *eof);
+    if settled {
+        if report.num("inflight") > 0 || waiting > 0 {
+            problems.push(format!("{} requests still in flight after settle (client waits on {waiting})", report.num("inflight")));
+        }
+        if report.num("notes") > 0 {
+            problems.push(format!("{} notifications still waiting after settle", report.num("notes")));
+        }
+        let open = facts.stories.streams.iter().filter(|s| s.opened_ms <= *eof && s.closed_ms.is_none_or(|c| c + facts.slack_ms > *eof)).count();
+        let session = report.get("session") == Some(&Value::Bool(true));
+        if open != 1 || !session {
+            problems.push(format!("after settle the relayer serves {open} streams and the bridge reports session={session}"));
+        }
+        if report.text("tasks") != IDLE_TASKS {
+            problems.push(format!("tasks {} after settle; the idle set is {IDLE_TASKS}", report.text("tasks")));
+        }
+    }
+    let found = problems.into_iter().map(|p| facts.violation("quiescence", index, format!("the bridge's report at stdin EOF {p}"))).collect();
+    capped(found)
+}

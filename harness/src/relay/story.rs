@@ -1,0 +1,331 @@
+//! One story per client request, built from observations the bridge cannot fake: what the client
+//! wrote and read on stdio, and what the relayer received (each POST with its session, status
+//! and key), executed, sent back on which session or lost, and which streams it served and how
+//! long they lived. The checkers in `outcome_checks.rs` judge these stories; the bridge's own
+//! events only explain a violation.
+
+use std::collections::BTreeMap;
+
+use bridge_under_test::events::{host, kind};
+use bridge_under_test::relay::relayer::NOT_INITIALIZED;
+use serde_json::Value;
+
+use super::checks::Facts;
+use crate::check::message;
+use crate::trace::TraceEvent;
+
+/// A stream as the relayer served it.
+#[derive(Debug, Clone)]
+pub struct Stream {
+    pub session: String,
+    pub opened_ms: u64,
+    /// When the relayer stopped serving it (its `stream.close`, or a restart); `None`: still open.
+    pub closed_ms: Option<u64>,
+}
+
+/// A window in which bytes on the streams were held back (a stall or a link hold): `(start,
+/// end, only streams opened before start)`.
+#[derive(Debug, Clone, Copy)]
+pub struct Hold {
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub older_streams_only: bool,
+}
+
+/// A reply the relayer wrote to a session's stream.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    pub index: usize,
+    pub at_ms: u64,
+    pub session: String,
+    pub msg: Value,
+}
+
+/// A POST as the relayer received it.
+#[derive(Debug, Clone)]
+pub struct Post {
+    pub index: usize,
+    pub at_ms: u64,
+    pub session: String,
+    pub status: u64,
+}
+
+/// What the relayer did for one client request.
+#[derive(Debug, Clone, Default)]
+pub struct Story {
+    /// The user action a `tools/call` names (empty otherwise).
+    pub action: String,
+    pub posts: Vec<Post>,
+    /// Real executions (`tool.exec`), by time.
+    pub execs: Vec<(usize, u64)>,
+    /// When the tool finished (`tool.done`), if it did.
+    pub done_ms: Option<u64>,
+    pub sent: Vec<Sent>,
+    /// Mock faults that fired on this request (`fault.fired`).
+    pub fired: Vec<String>,
+    /// Refused by the relayer (`rpc.refused`).
+    pub refused: bool,
+}
+
+/// Everything the relayer observed, and the stories of the client's requests.
+#[derive(Debug, Default)]
+pub struct Stories {
+    /// Parallel to `Facts::requests`.
+    pub of: Vec<Story>,
+    pub streams: Vec<Stream>,
+    pub holds: Vec<Hold>,
+    /// Windowed and instant faults that act on every request: `(name, start, end)`.
+    pub global_faults: Vec<(String, u64, u64)>,
+    /// The heal phase, if the run reached it.
+    pub heal_ms: Option<u64>,
+    /// When the client closed stdin, and why (`end` or `fault`).
+    pub client_eof: Option<(usize, u64, String)>,
+    /// Every POST the relayer received: `(index, at, session, id, method, status)`.
+    pub all_posts: Vec<(usize, u64, String, String, String, u64)>,
+}
+
+/// Faults that act on every request in flight rather than on one step.
+const GLOBAL_FAULTS: &[&str] = &["withhold_replies", "stream_stall", "stream_eof", "stream_flap", "relayer_bounce", "link_hold", "stdin_eof"];
+
+impl Stories {
+    pub fn new(facts: &Facts<'_>) -> Self {
+        let mut stories = Stories { of: vec![Story::default(); facts.requests.len()], ..Stories::default() };
+        let actions: Vec<String> = facts.requests.iter().map(|r| action_of(&message(&facts.trace.events[r.index]))).collect();
+        for (story, action) in stories.of.iter_mut().zip(&actions) {
+            story.action = action.clone();
+        }
+        let mut by_action: BTreeMap<&str, usize> = BTreeMap::new();
+        for (n, action) in actions.iter().enumerate() {
+            if !action.is_empty() {
+                by_action.insert(action.as_str(), n);
+            }
+        }
+        // Requests of each id in the order the client sent them: an event for an id belongs to
+        // the latest request of that id sent before it.
+        let mut by_id: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (n, request) in facts.requests.iter().enumerate() {
+            if let Some(id) = &request.id {
+                if actions[n].is_empty() {
+                    by_id.entry(id.as_str()).or_default().push(n);
+                }
+            }
+        }
+        // An event for a request the relayer knows by the id it carried: the POST that brought
+        // that id names the client's request (by client id and method).
+        let mut carried: BTreeMap<String, usize> = BTreeMap::new();
+        let owner = |event: &TraceEvent, method: Option<&str>| -> Option<usize> {
+            let action = event.text("action");
+            if !action.is_empty() {
+                return by_action.get(action.as_str()).copied();
+            }
+            // The client's id the request stood for: the relayer logs it from the request (a
+            // bridge that rewrites ids passes it along), else the id it carried.
+            let id = match event.text("client_id") {
+                client if !client.is_empty() => client,
+                _ => event.text("id"),
+            };
+            let candidates = by_id.get(id.as_str())?;
+            // The latest sent before the event; one sent up to a slack later only if none was
+            // (the client's clock may read a tick behind the relayer's).
+            let fits = |n: &&usize| method.is_none_or(|m| facts.requests[**n].method == m);
+            let before = |slack: u64| candidates.iter().rev().filter(fits).find(|n| facts.requests[**n].at_ms <= event.at_ms + slack).copied();
+            before(0).or_else(|| before(facts.slack_ms))
+        };
+        let owner_of = |carried: &BTreeMap<String, usize>, event: &TraceEvent| -> Option<usize> {
+            carried.get(&event.text("id")).copied().or_else(|| owner(event, None))
+        };
+        let mut claimed: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
+        let mut open: BTreeMap<String, usize> = BTreeMap::new();
+        // Windowed faults by their detail (two faults of one kind may overlap): (name, start).
+        let mut starts: BTreeMap<String, (String, u64)> = BTreeMap::new();
+        for (index, event) in facts.trace.events.iter().enumerate() {
+            match (event.host.as_str(), event.kind.as_str()) {
+                (host::CLIENT, kind::CLIENT_EOF) => {
+                    stories.client_eof.get_or_insert((index, event.at_ms, event.text("reason")));
+                }
+                (host::SIM, kind::FAULT_INJECTED) => {
+                    let fault = event.text("fault");
+                    if fault == "heal" {
+                        stories.heal_ms = Some(event.at_ms);
+                        for (_, (name, start)) in std::mem::take(&mut starts) {
+                            stories.end_fault(&name, start, event.at_ms);
+                        }
+                    } else if event.text("phase") == "start" {
+                        let windowed = matches!(fault.as_str(), "withhold_replies" | "stream_stall" | "link_hold" | "stream_flap" | "post_reject");
+                        if windowed {
+                            starts.insert(event.text("detail"), (fault, event.at_ms));
+                        } else {
+                            stories.end_fault(&fault, event.at_ms, event.at_ms);
+                        }
+                    } else if let Some((_, start)) = starts.remove(&event.text("detail")) {
+                        stories.end_fault(&fault, start, event.at_ms);
+                    }
+                }
+                (host::RELAYER, kind::RELAYER_START) => {
+                    for (_, stream) in std::mem::take(&mut open) {
+                        stories.streams[stream].closed_ms = Some(event.at_ms);
+                    }
+                }
+                (host::RELAYER, kind::STREAM_OPEN) => {
+                    open.insert(event.text("session"), stories.streams.len());
+                    stories.streams.push(Stream { session: event.text("session"), opened_ms: event.at_ms, closed_ms: None });
+                }
+                (host::RELAYER, kind::STREAM_CLOSE) => {
+                    if let Some(stream) = open.remove(&event.text("session")) {
+                        stories.streams[stream].closed_ms = Some(event.at_ms);
+                    }
+                }
+                (host::RELAYER, kind::HTTP_POST) => {
+                    let (session, status) = (event.text("session"), event.num("status"));
+                    stories.all_posts.push((index, event.at_ms, session.clone(), event.text("id"), event.text("method"), status));
+                    if event.text("id").is_empty() {
+                        continue;
+                    }
+                    // A bridge that rewrites ids sends each admission under a new upstream id,
+                    // in the client's order: the first POST of an upstream id belongs to the
+                    // earliest request of that client id and method no upstream id has claimed
+                    // (two requests may reuse one id within a tick); its retries and replays
+                    // carry the same upstream id.
+                    let (upstream, client, method) = (event.text("id"), event.text("client_id"), event.text("method"));
+                    let rewritten = !client.is_empty() && client != upstream && event.text("action").is_empty();
+                    let fifo = || {
+                        let candidates = by_id.get(client.as_str())?;
+                        candidates.iter().copied().find(|n| {
+                            let request = &facts.requests[*n];
+                            !claimed.contains(n) && request.method == method && request.at_ms <= event.at_ms + facts.slack_ms
+                        })
+                    };
+                    let found = match (rewritten, carried.get(&upstream)) {
+                        (true, Some(n)) => Some(*n),
+                        (true, None) => fifo(),
+                        (false, _) => owner(event, Some(&method)),
+                    };
+                    if let Some(n) = found {
+                        if facts.requests[n].method == method {
+                            claimed.insert(n);
+                            carried.insert(event.text("id"), n);
+                            stories.of[n].posts.push(Post { index, at_ms: event.at_ms, session, status });
+                        }
+                    }
+                }
+                (host::RELAYER, kind::TOOL_EXEC) => {
+                    if let Some(n) = owner_of(&carried, event) {
+                        stories.of[n].execs.push((index, event.at_ms));
+                    }
+                }
+                (host::RELAYER, kind::TOOL_DONE) => {
+                    if let Some(n) = owner_of(&carried, event) {
+                        stories.of[n].done_ms.get_or_insert(event.at_ms);
+                    }
+                }
+                (host::RELAYER, kind::RPC_REFUSED) => {
+                    if let Some(n) = owner_of(&carried, event) {
+                        stories.of[n].refused = true;
+                    }
+                }
+                (host::RELAYER, kind::REPLY_SENT) => {
+                    let Some(n) = owner_of(&carried, event) else { continue };
+                    let msg = message(event);
+                    // A refusal before `initialize` is the relayer asking for the handshake, not
+                    // an answer the bridge owes the client (it initializes and sends again).
+                    if msg.pointer("/error/code").and_then(Value::as_i64) == Some(NOT_INITIALIZED) {
+                        continue;
+                    }
+                    // The relayer's reply to the bridge's own `initialize` is not the answer to a
+                    // client request that happens to share its id.
+                    let init_reply = msg.pointer("/result/protocolVersion").is_some();
+                    if init_reply != (facts.requests[n].method == "initialize") {
+                        continue;
+                    }
+                    let session = event.text("session");
+                    stories.of[n].sent.push(Sent { index, at_ms: event.at_ms, session, msg });
+                }
+                (host::RELAYER, kind::FAULT_FIRED) => {
+                    let fault = event.text("fault");
+                    if fault == "stream_eof" {
+                        continue;
+                    }
+                    if let Some(n) = owner_of(&carried, event) {
+                        stories.of[n].fired.push(fault);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let end = facts.horizon_ms;
+        for (_, (name, start)) in starts {
+            stories.end_fault(&name, start, end);
+        }
+        stories
+    }
+
+    fn end_fault(&mut self, name: &str, start: u64, end: u64) {
+        match name {
+            "stream_stall" => self.holds.push(Hold { start_ms: start, end_ms: end, older_streams_only: true }),
+            "link_hold" => self.holds.push(Hold { start_ms: start, end_ms: end, older_streams_only: false }),
+            _ => {}
+        }
+        if GLOBAL_FAULTS.contains(&name) {
+            self.global_faults.push((name.to_string(), start, end));
+        }
+    }
+
+    /// The stream that served `session`.
+    pub fn stream(&self, session: &str) -> Option<&Stream> {
+        self.streams.iter().find(|s| s.session == session)
+    }
+
+    /// When a frame the relayer wrote at `at_ms` to `session` left for the bridge: at once, or
+    /// when the stall or hold holding it back ended (one that began while it was in flight,
+    /// within `slack_ms`, holds it too).
+    pub fn released_ms(&self, session: &str, at_ms: u64, slack_ms: u64) -> u64 {
+        let opened = self.stream(session).map_or(0, |s| s.opened_ms);
+        let mut t = at_ms;
+        // Holds can chain: apply until nothing moves.
+        loop {
+            let moved = self
+                .holds
+                .iter()
+                .filter(|h| h.start_ms <= t + slack_ms && t <= h.end_ms && (!h.older_streams_only || opened < h.start_ms))
+                .map(|h| h.end_ms)
+                .max();
+            match moved {
+                Some(end) if end > t => t = end,
+                _ => return t,
+            }
+        }
+    }
+
+    /// Whether a stream the relayer served ended inside `[from, to]` (a disruption every request
+    /// in flight then shares: a reconnect and a replay).
+    pub fn stream_ended_in(&self, from: u64, to: u64) -> bool {
+        self.streams.iter().any(|s| s.closed_ms.is_some_and(|c| from <= c && c <= to))
+    }
+
+    /// Whether the relayer had any stream open at `at_ms`.
+    pub fn any_stream_open(&self, at_ms: u64) -> bool {
+        self.streams.iter().any(|s| s.opened_ms <= at_ms && s.closed_ms.is_none_or(|c| c > at_ms))
+    }
+
+    /// Whether a global fault's influence, `[start, end + recovery]`, meets `[from, to]`.
+    pub fn global_fault_meets(&self, from: u64, to: u64, recovery_ms: u64) -> Option<&str> {
+        self.global_faults
+            .iter()
+            .find(|(_, start, end)| *start <= to && end + recovery_ms >= from)
+            .map(|(name, _, _)| name.as_str())
+    }
+}
+
+/// Whether two replies say the same (ids aside: the bridge answers under the client's id what
+/// the relayer sent under the upstream one).
+pub fn same_reply(a: &Value, b: &Value) -> bool {
+    a.get("result") == b.get("result") && a.get("error") == b.get("error")
+}
+
+/// The user action a `tools/call` names (empty for other messages).
+pub fn action_of(msg: &Value) -> String {
+    if msg.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return String::new();
+    }
+    msg.pointer("/params/arguments/action").and_then(Value::as_str).unwrap_or("").to_string()
+}
