@@ -24,6 +24,7 @@ impl Bridge {
         raw: Option<i64>,
     ) -> bool {
         let now_ms = entry.tracked_at_ms;
+        self.purge_expired(map, now_ms);
         let mut state = self.state.borrow_mut();
         let known = state.pending.map(map).contains_key(id);
         while !known
@@ -66,6 +67,24 @@ impl Bridge {
             self.ensure_sweeper("insert");
         }
         new
+    }
+
+    /// Drop the expired entries of `map` before it is looked at for an insertion: an expired
+    /// entry is gone for every purpose, so it neither holds a slot under the cap (evicting a
+    /// live entry in its place) nor makes a new request for its id a "repeat". What the agent
+    /// sees must not depend on when the sweeper last ticked.
+    fn purge_expired(&self, map: Map, now_ms: u64) {
+        if self.config.bugs.no_ttl {
+            return;
+        }
+        let expired: Vec<String> = {
+            let state = self.state.borrow();
+            let entries = state.pending.map(map).iter();
+            entries.filter(|(_, e)| e.expired(now_ms)).map(|(id, _)| id.clone()).collect()
+        };
+        for id in &expired {
+            self.remove(map, id, "expired");
+        }
     }
 
     /// Remove `id` from `map`; whether it was there.

@@ -25,6 +25,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("one_owner_decision", one_owner_decision),
     ("bounded_waits", bounded_waits),
     ("schema_valid", schema_valid),
+    ("model_agrees", super::model::model_agrees),
 ];
 
 pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
@@ -158,7 +159,7 @@ impl<'a> Facts<'a> {
         })
     }
 
-    fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
+    pub(crate) fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
         self.trace.violation(invariant, index, detail)
     }
 

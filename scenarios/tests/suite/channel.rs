@@ -298,3 +298,55 @@ fn every_channel_switch_is_found_within_256_cases() {
         "switches not found within {BUDGET} cases"
     );
 }
+
+/// Replay a race a clean hunt found, kept in `scenarios/races/channel_<name>.json`.
+fn race(name: &str) -> Outcome {
+    let path = format!("{}/races/channel_{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let scenario = Scenario::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    run(&scenario)
+}
+
+// Goal: an expired entry is gone for every purpose, whenever the sweeper last ticked (MODEL.md
+// §3.4; the reference model). Method: replay the case the model found (seed 1, case 7, token
+// v1.channel.none.0824984f0a060a9c): with a cap of 3, approval appr-0 expires between sweeps
+// and appr-5 arrives before the next tick. The bridge used to count the expired appr-0 under the
+// cap and evict the live appr-4 instead, so the next read lacked appr-4 (model_agrees). Now the
+// insertion drops the expired entry first and appr-4 stays.
+#[test]
+fn an_expired_entry_does_not_hold_a_slot_under_the_cap() {
+    let outcome = race("expired_entry_holds_a_cap_slot");
+    assert_eq!(outcome.violations, vec![]);
+    let adds: Vec<u64> = events(&outcome, kind::PENDING_ADD).iter().map(|e| e.at_ms).collect();
+    let purged = events(&outcome, kind::PENDING_REMOVE)
+        .into_iter()
+        .filter(|e| e.text("reason") == "expired" && adds.contains(&e.at_ms))
+        .count();
+    assert!(purged > 0, "no insertion met an expired entry: the race was not exercised");
+    let evicted: Vec<String> = events(&outcome, kind::PENDING_REMOVE)
+        .iter()
+        .filter(|e| e.text("reason") == "evicted")
+        .map(|e| e.text("id"))
+        .collect();
+    assert!(!evicted.contains(&"appr-4".to_string()), "{evicted:?}");
+}
+
+// Goal: each gateway event yields at most one agent-visible event, none about an entry that
+// could not be listed (the reference model). Method: replay the case the model found (seed 1,
+// case 86, token v1.channel.none.00c21f8c7fddee41): the gateway's clock is 81 min behind, so
+// appr-0 expires at 1 527 s; its resolved frame comes later. The bridge used to queue
+// `plugin.approval.resolved appr-0` for the expired entry; now only a live approval's
+// resolution is news.
+#[test]
+fn a_resolved_frame_for_an_expired_approval_tells_the_agent_nothing() {
+    let outcome = race("resolved_after_expiry");
+    assert_eq!(outcome.violations, vec![]);
+    let resolved = outcome.trace.events.iter().any(|e| {
+        e.kind == kind::CHANNEL_FRAME && e.text("text").contains("approval.resolved")
+    });
+    assert!(resolved, "no resolved frame reached the bridge");
+    let pushed = events(&outcome, kind::QUEUE_PUSH)
+        .iter()
+        .filter(|e| e.text("event").ends_with(".resolved"))
+        .count();
+    assert_eq!(pushed, 0, "a resolved event about an approval nobody could list");
+}
