@@ -65,6 +65,7 @@
 //! | `gateway.send` | gateway | `event`, `id`, `created_at_ms`, `expires_at_ms` (gateway clock), `delivered` (false: lost, no connection) |
 //! | `gateway.say` | gateway | `session`, `owner`, `text`, `delivered` |
 //! | `gateway.cut` | gateway | `connected`: the gateway dropped its connection |
+//! | `gateway.conn` | gateway | `conn`: a WebSocket connection is established (numbered from 1) |
 //! | `gateway.end` | gateway | `conn` (connection number), `reason` (`cut`: the gateway dropped it; `peer`: the bridge left): a connection ended |
 //! | `gateway.control` | gateway | `conn`, `frame` (`ping`, `close`), `delivered`: a control frame sent |
 //!
@@ -181,6 +182,7 @@ pub mod kind {
     pub const GATEWAY_SAY: &str = "gateway.say";
     pub const GATEWAY_CUT: &str = "gateway.cut";
     pub const GATEWAY_END: &str = "gateway.end";
+    pub const GATEWAY_CONN: &str = "gateway.conn";
     pub const GATEWAY_CONTROL: &str = "gateway.control";
     // The daemon family.
     pub const CLI_ACTION: &str = "cli.action";

@@ -37,19 +37,25 @@ pub async fn run(
     }
     let writer = tokio::task::spawn_local(write_lines(stdio.stdout, out_rx));
     let socket = spawn_owned(super::bridge_socket::connect_loop(bridge.clone()));
+    *bridge.socket.borrow_mut() = Some(socket);
     let closer_bridge = bridge.clone();
+    // One close is all a host can ask for (`close()` is idempotent): the closer ends with it,
+    // so no task of ours outlives the close.
     let closer = spawn_owned(async move {
-        loop {
-            close.notified().await;
-            closer_bridge.close();
-        }
+        close.notified().await;
+        closer_bridge.close();
     });
     let mut lines = BufReader::new(stdio.stdin).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         bridge.on_line(&line);
     }
-    drop((socket, closer));
+    drop(closer);
     bridge.close();
+    // Every waiter is owed its reply, at stdin EOF too: let each write it before stdout goes.
+    let waiters = std::mem::take(&mut *bridge.waiters.borrow_mut());
+    for waiter in waiters {
+        let _ = waiter.await;
+    }
     bridge.exit();
     writer.await?;
     Ok(())
@@ -84,6 +90,10 @@ pub(super) struct Bridge {
     pub(super) out: RefCell<Option<mpsc::UnboundedSender<String>>>,
     /// Woken when the queue gains events or the bridge closes: waiters re-check.
     pub(super) changed: Notify,
+    /// The gateway connection's task, until `close()` ends it.
+    pub(super) socket: RefCell<Option<Owned>>,
+    /// The waiter tasks not yet seen finished.
+    pub(super) waiters: RefCell<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Bridge {
@@ -100,6 +110,8 @@ impl Bridge {
             state: RefCell::new(state),
             out: RefCell::new(Some(out)),
             changed: Notify::new(),
+            socket: RefCell::new(None),
+            waiters: RefCell::new(Vec::new()),
         }
     }
 

@@ -218,6 +218,9 @@ impl Bridge {
             emit!(kind::SWEEPER_STOP, now_ms = self.now_ms(), reason = "close");
         }
         drop(stopped);
+        // After close nothing talks to the gateway: its connection (and reconnect loop) ends.
+        let socket = self.socket.borrow_mut().take();
+        drop(socket);
         let state = self.state.borrow();
         let (permissions, approvals) = state.pending.sizes();
         let (queue, timer) = (state.queue.len(), state.sweeper.is_some());
@@ -235,9 +238,30 @@ impl Bridge {
 
     /// The process ends: whatever timer is left dies with it (it never kept the process up).
     pub(super) fn exit(&self) {
+        self.report();
         let timer = self.state.borrow_mut().sweeper.take();
         emit!(kind::CHANNEL_EXIT, timer = timer.is_some());
         self.out.borrow_mut().take();
+    }
+}
+
+impl Bridge {
+    /// The end-of-run resource report: what is still held, before the process drops anything.
+    fn report(&self) {
+        let waiters = self.waiters.borrow().iter().filter(|w| !w.is_finished()).count();
+        let socket = self.socket.borrow().is_some();
+        let state = self.state.borrow();
+        let (permissions, approvals) = state.pending.sizes();
+        emit!(
+            kind::CHANNEL_REPORT,
+            closed = state.closed,
+            timer = state.sweeper.is_some(),
+            socket,
+            waiters,
+            permissions,
+            approvals,
+            queue = state.queue.len()
+        );
     }
 }
 

@@ -105,6 +105,7 @@ pub async fn run(
             next_conn += 1;
             let (tx, rx) = mpsc::unbounded_channel();
             *gateway.conn.borrow_mut() = Some((next_conn, tx));
+            emit!(kind::GATEWAY_CONN, conn = next_conn);
             tokio::task::spawn_local(gateway.clone().serve(next_conn, socket, rx));
         }
     }
@@ -237,15 +238,16 @@ impl Gateway {
         mut rx: mpsc::UnboundedReceiver<String>,
     ) {
         let (mut sink, mut stream) = socket.split();
-        loop {
+        let reason = loop {
             tokio::select! {
                 frame = rx.recv() => match frame {
-                    Some(frame) => if sink.send(Message::text(frame)).await.is_err() { break },
-                    None => break,
+                    Some(frame) => if sink.send(Message::text(frame)).await.is_err() { break "peer" },
+                    None => break "cut",
                 },
-                incoming = stream.next() => if !matches!(incoming, Some(Ok(_))) { break },
+                incoming = stream.next() => if !matches!(incoming, Some(Ok(_))) { break "peer" },
             }
-        }
+        };
+        emit!(kind::GATEWAY_END, conn = number, reason);
         let mut conn = self.conn.borrow_mut();
         if conn.as_ref().is_some_and(|(n, _)| *n == number) {
             *conn = None;

@@ -26,6 +26,11 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("bounded_waits", bounded_waits),
     ("schema_valid", schema_valid),
     ("model_agrees", super::model::model_agrees),
+    ("decision_answers_reply", decision_answers_reply),
+    ("every_waiter_answered", every_waiter_answered),
+    ("nothing_after_close", nothing_after_close),
+    ("clock_domains", clock_domains),
+    ("one_event_per_gateway_event", one_event_per_gateway_event),
 ];
 
 pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
@@ -462,6 +467,13 @@ pub fn one_owner_decision(facts: &Facts<'_>) -> Vec<Violation> {
 #[path = "checks_agent.rs"]
 mod checks_agent;
 pub use checks_agent::{bounded_waits, schema_valid};
+
+#[path = "checks_oracles.rs"]
+mod checks_oracles;
+pub use checks_oracles::{
+    clock_domains, decision_answers_reply, every_waiter_answered, nothing_after_close,
+    one_event_per_gateway_event,
+};
 
 #[cfg(test)]
 #[path = "checks_tests.rs"]

@@ -350,3 +350,28 @@ fn a_resolved_frame_for_an_expired_approval_tells_the_agent_nothing() {
         .count();
     assert_eq!(pushed, 0, "a resolved event about an approval nobody could list");
 }
+
+// The mutation gate (`just mutants channel`): a clean generated hunt with every switch off,
+// plus the scripted scenarios and the committed races, all judged by every checker, the
+// reference model among them.
+#[test]
+fn mutants_gate_channel() {
+    crate::assert_clean(Family::Channel, crate::cases(200), 0x6A7E_0005);
+    for scenario in [
+        canon::permission_ttl_boundary(),
+        canon::approval_expires_at(),
+        canon::approval_fallback_ttl(),
+        canon::close_clears(),
+        canon::request_after_close(),
+        canon::no_sweeper_before_first_entry(),
+        canon::read_between_expiry_and_tick(),
+        canon::sweeper_restarts(),
+        canon::owner_only_decision(),
+        canon::burst_over_cap(),
+    ] {
+        assert_eq!(run(&scenario).violations, vec![]);
+    }
+    for name in ["expired_entry_holds_a_cap_slot", "resolved_after_expiry"] {
+        assert_eq!(race(name).violations, vec![], "{name}");
+    }
+}
