@@ -422,11 +422,9 @@ pub fn one_owner_decision(facts: &Facts<'_>) -> Vec<Violation> {
         }
         let msg = message(event);
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
-        let id = params
-            .get("request_id")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_lowercase();
+        // Ids in any form a peer sends, normalised as MODEL.md §3.2 says (the model's reading).
+        let raw = params.get("request_id").and_then(Value::as_str).unwrap_or("");
+        let id = super::model::canonical_id(raw).unwrap_or_else(|| raw.to_lowercase());
         if event.kind == kind::MCP_SEND
             && msg
                 .get("method")

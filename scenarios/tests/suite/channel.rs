@@ -371,7 +371,39 @@ fn mutants_gate_channel() {
     ] {
         assert_eq!(run(&scenario).violations, vec![]);
     }
-    for name in ["expired_entry_holds_a_cap_slot", "resolved_after_expiry"] {
+    for name in [
+        "expired_entry_holds_a_cap_slot",
+        "resolved_after_expiry",
+        "waiter_at_stdin_eof",
+        "gateway_socket_after_close",
+    ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
+}
+
+// Goal: every waiter gets its reply at stdin EOF (MODEL.md §3.4: close resolves all waiters).
+// Method: replay the case the new oracles found (seed 1, token v1.channel.none.b096cfef0422dece):
+// a wait_for_event is outstanding when the agent closes stdin. The bridge used to drop its
+// stdout sender in exit() before the woken waiter ran, so the `closed` reply was never written
+// (model_agrees, every_waiter_answered); now exit waits for every waiter first.
+#[test]
+fn a_waiter_outstanding_at_stdin_eof_is_answered() {
+    let outcome = race("waiter_at_stdin_eof");
+    assert_eq!(outcome.violations, vec![]);
+    let ends = events(&outcome, kind::WAITER_END);
+    assert!(ends.iter().any(|e| e.text("outcome") == "closed"), "no waiter met the EOF");
+}
+
+// Goal: after close() no gateway socket remains (MODEL.md §4 invariants 7 and 12). Method:
+// replay the case the resource oracle found (seed 1, token v1.channel.none.9d69ea41d378489f): a
+// close fault mid-run, the agent still talking. The bridge used to keep its gateway connection
+// (and reconnect loop) until stdin EOF; the gateway saw it open long after the close
+// (nothing_after_close). Now close() ends it, and the gateway sees the connection end.
+#[test]
+fn close_ends_the_gateway_connection() {
+    let outcome = race("gateway_socket_after_close");
+    assert_eq!(outcome.violations, vec![]);
+    let close = events(&outcome, kind::CHANNEL_CLOSE)[0].at_ms;
+    let ended = events(&outcome, kind::GATEWAY_END).iter().any(|e| e.at_ms >= close);
+    assert!(ended, "the gateway saw no connection end after the close");
 }
