@@ -46,6 +46,9 @@
 //! | `channel.start` | bridge | `permission_ttl_ms`, `approval_default_ttl_ms`, `sweep_interval_ms`, `pending_cap`, `queue_limit`, `clock_base_ms`, `session` |
 //! | `channel.close` | bridge | `first`, `permissions`, `approvals`, `queue` (sizes after close), `timer` (sweeper alive after close) |
 //! | `channel.exit` | bridge | `timer` (sweeper alive when the process ended) |
+//! | `channel.line` | bridge | `now_ms`: the bridge read its next stdin line (the content is the agent's `mcp.send`, in order) |
+//! | `channel.frame` | bridge | `now_ms`, `text` (the exact text frame read from the gateway) |
+//! | `channel.report` | bridge | end-of-run resource report, taken at exit before the process drops anything: `closed`, `timer` (sweeper alive), `socket` (gateway task alive), `waiters` (waiter tasks alive), `permissions`, `approvals`, `queue` |
 //! | `pending.add` | bridge | `map` (`permission`/`approval`), `id`, `now_ms`, `expires_at_ms` (the stored expiry), `created_at_ms`, `raw_expires_at_ms` (the gateway's, as received), `repeat` (a known id: entry kept), `permissions`, `approvals` (sizes after) |
 //! | `pending.remove` | bridge | `map`, `id`, `reason` (`expired`, `resolved`, `reply`, `evicted`), `now_ms`, `permissions`, `approvals` |
 //! | `pending.expiry` | bridge | `map`, `id`, `now_ms`, `expires_at_ms`: a stored expiry was recomputed |
@@ -66,6 +69,9 @@
 //! | `gateway.send` | gateway | `event`, `id`, `created_at_ms`, `expires_at_ms` (gateway clock), `delivered` (false: lost, no connection) |
 //! | `gateway.say` | gateway | `session`, `owner`, `text`, `delivered` |
 //! | `gateway.cut` | gateway | `connected`: the gateway dropped its connection |
+//! | `gateway.conn` | gateway | `conn`: a WebSocket connection is established (numbered from 1) |
+//! | `gateway.end` | gateway | `conn` (connection number), `reason` (`cut`: the gateway dropped it; `peer`: the bridge left): a connection ended |
+//! | `gateway.control` | gateway | `conn`, `frame` (`ping`, `close`), `delivered`: a control frame sent |
 //!
 //! The daemon family (MODEL.md §2). `id` is a daemon request id (`a<action>.<attempt>`, or
 //! `c<action>.<n>-<method>` for the client's own control requests); `action` numbers the user's
@@ -162,6 +168,9 @@ pub mod kind {
     pub const CHANNEL_START: &str = "channel.start";
     pub const CHANNEL_CLOSE: &str = "channel.close";
     pub const CHANNEL_EXIT: &str = "channel.exit";
+    pub const CHANNEL_LINE: &str = "channel.line";
+    pub const CHANNEL_FRAME: &str = "channel.frame";
+    pub const CHANNEL_REPORT: &str = "channel.report";
     pub const PENDING_ADD: &str = "pending.add";
     pub const PENDING_REMOVE: &str = "pending.remove";
     pub const PENDING_EXPIRY: &str = "pending.expiry";
@@ -182,6 +191,9 @@ pub mod kind {
     pub const GATEWAY_SEND: &str = "gateway.send";
     pub const GATEWAY_SAY: &str = "gateway.say";
     pub const GATEWAY_CUT: &str = "gateway.cut";
+    pub const GATEWAY_END: &str = "gateway.end";
+    pub const GATEWAY_CONN: &str = "gateway.conn";
+    pub const GATEWAY_CONTROL: &str = "gateway.control";
     // The daemon family.
     pub const CLI_ACTION: &str = "cli.action";
     pub const CLI_SEND: &str = "cli.send";

@@ -69,8 +69,10 @@ impl Out {
     }
 
     fn call(&self, name: &str, arguments: Value) {
-        let id = self.next_id.get();
-        self.next_id.set(id + 1);
+        let n = self.next_id.get();
+        self.next_id.set(n + 1);
+        // Request ids in both JSON-RPC forms: every third a string, the others numbers.
+        let id = if n % 3 == 2 { json!(format!("call-{n}")) } else { json!(n) };
         self.send(wire::call_tool(id, name, arguments));
     }
 

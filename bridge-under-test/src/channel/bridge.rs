@@ -37,19 +37,25 @@ pub async fn run(
     }
     let writer = tokio::task::spawn_local(write_lines(stdio.stdout, out_rx));
     let socket = spawn_owned(super::bridge_socket::connect_loop(bridge.clone()));
+    *bridge.socket.borrow_mut() = Some(socket);
     let closer_bridge = bridge.clone();
+    // One close is all a host can ask for (`close()` is idempotent): the closer ends with it,
+    // so no task of ours outlives the close.
     let closer = spawn_owned(async move {
-        loop {
-            close.notified().await;
-            closer_bridge.close();
-        }
+        close.notified().await;
+        closer_bridge.close();
     });
     let mut lines = BufReader::new(stdio.stdin).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         bridge.on_line(&line);
     }
-    drop((socket, closer));
+    drop(closer);
     bridge.close();
+    // Every waiter is owed its reply, at stdin EOF too: let each write it before stdout goes.
+    let waiters = std::mem::take(&mut *bridge.waiters.borrow_mut());
+    for waiter in waiters {
+        let _ = waiter.await;
+    }
     bridge.exit();
     writer.await?;
     Ok(())
@@ -84,6 +90,10 @@ pub(super) struct Bridge {
     pub(super) out: RefCell<Option<mpsc::UnboundedSender<String>>>,
     /// Woken when the queue gains events or the bridge closes: waiters re-check.
     pub(super) changed: Notify,
+    /// The gateway connection's task, until `close()` ends it.
+    pub(super) socket: RefCell<Option<Owned>>,
+    /// The waiter tasks not yet seen finished.
+    pub(super) waiters: RefCell<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Bridge {
@@ -100,6 +110,8 @@ impl Bridge {
             state: RefCell::new(state),
             out: RefCell::new(Some(out)),
             changed: Notify::new(),
+            socket: RefCell::new(None),
+            waiters: RefCell::new(Vec::new()),
         }
     }
 
@@ -136,6 +148,7 @@ impl Bridge {
     // ---- stdin -------------------------------------------------------------------------------
 
     fn on_line(self: &Rc<Self>, line: &str) {
+        emit!(kind::CHANNEL_LINE, now_ms = self.now_ms());
         let Ok(msg) = serde_json::from_str::<Value>(line) else {
             self.write(&jsonrpc::error(
                 None,
@@ -216,6 +229,7 @@ impl Bridge {
 
     /// One gateway frame: approval requested / resolved, or an operator message.
     pub(super) fn on_frame(self: &Rc<Self>, text: &str) {
+        emit!(kind::CHANNEL_FRAME, now_ms = self.now_ms(), text);
         let Ok(frame) = serde_json::from_str::<Value>(text) else {
             return;
         };
@@ -224,9 +238,11 @@ impl Bridge {
         if event.ends_with(".approval.requested") {
             self.on_approval_requested(event, payload);
         } else if event.ends_with(".approval.resolved") {
+            // Only the removal of a live approval is news: a resolved frame for an unknown,
+            // expired or already resolved id (a re-broadcast, an event missed while the socket
+            // was down) tells the agent nothing it could ever have listed.
             let id = payload.get("id").and_then(Value::as_str).unwrap_or("");
-            if !self.guarded() {
-                self.remove(Map::Approvals, id, "resolved");
+            if !self.guarded() && self.take_live(Map::Approvals, id, "resolved") {
                 self.enqueue(json!({"type": event, "id": id}));
             }
         } else if event == wire::SESSION_MESSAGE {
@@ -261,6 +277,17 @@ impl Bridge {
         } else {
             approval_expiry(now_ms, raw, c.permission_ttl_ms, c.approval_default_ttl_ms)
         };
+        if expires_at_ms <= now_ms && !c.bugs.no_ttl {
+            // Expired on arrival (a gateway clock behind ours, an absurd stamp): never
+            // listable, so neither tracked nor announced to the agent.
+            emit!(
+                kind::PENDING_IGNORED,
+                map = "approval",
+                id,
+                reason = "expired"
+            );
+            return;
+        }
         let entry = Entry {
             tracked_at_ms: now_ms,
             expires_at_ms,
@@ -311,13 +338,21 @@ impl Bridge {
 
     /// Remove a live (unexpired) permission; whether it was there.
     fn take_permission(&self, id: &str) -> bool {
+        self.take_live(Map::Permissions, id, "reply")
+    }
+
+    /// Remove `id` from `map` for `reason` if it is live; an expired leftover is removed as
+    /// expired. Whether a live entry was taken.
+    fn take_live(&self, map: Map, id: &str, reason: &str) -> bool {
         let now_ms = self.now_ms();
         let no_ttl = self.config.bugs.no_ttl;
         let live = {
             let state = self.state.borrow();
-            let entry = state.pending.map(Map::Permissions).get(id);
-            entry.is_some_and(|e| no_ttl || !e.expired(now_ms))
+            match state.pending.map(map).get(id) {
+                None => return false,
+                Some(e) => no_ttl || !e.expired(now_ms),
+            }
         };
-        live && self.remove(Map::Permissions, id, "reply")
+        self.remove(map, id, if live { reason } else { "expired" }) && live
     }
 }

@@ -24,6 +24,7 @@ impl Bridge {
         raw: Option<i64>,
     ) -> bool {
         let now_ms = entry.tracked_at_ms;
+        self.purge_expired(map, now_ms);
         let mut state = self.state.borrow_mut();
         let known = state.pending.map(map).contains_key(id);
         while !known
@@ -66,6 +67,24 @@ impl Bridge {
             self.ensure_sweeper("insert");
         }
         new
+    }
+
+    /// Drop the expired entries of `map` before it is looked at for an insertion: an expired
+    /// entry is gone for every purpose, so it neither holds a slot under the cap (evicting a
+    /// live entry in its place) nor makes a new request for its id a "repeat". What the agent
+    /// sees must not depend on when the sweeper last ticked.
+    fn purge_expired(&self, map: Map, now_ms: u64) {
+        if self.config.bugs.no_ttl {
+            return;
+        }
+        let expired: Vec<String> = {
+            let state = self.state.borrow();
+            let entries = state.pending.map(map).iter();
+            entries.filter(|(_, e)| e.expired(now_ms)).map(|(id, _)| id.clone()).collect()
+        };
+        for id in &expired {
+            self.remove(map, id, "expired");
+        }
     }
 
     /// Remove `id` from `map`; whether it was there.
@@ -199,6 +218,9 @@ impl Bridge {
             emit!(kind::SWEEPER_STOP, now_ms = self.now_ms(), reason = "close");
         }
         drop(stopped);
+        // After close nothing talks to the gateway: its connection (and reconnect loop) ends.
+        let socket = self.socket.borrow_mut().take();
+        drop(socket);
         let state = self.state.borrow();
         let (permissions, approvals) = state.pending.sizes();
         let (queue, timer) = (state.queue.len(), state.sweeper.is_some());
@@ -216,9 +238,30 @@ impl Bridge {
 
     /// The process ends: whatever timer is left dies with it (it never kept the process up).
     pub(super) fn exit(&self) {
+        self.report();
         let timer = self.state.borrow_mut().sweeper.take();
         emit!(kind::CHANNEL_EXIT, timer = timer.is_some());
         self.out.borrow_mut().take();
+    }
+}
+
+impl Bridge {
+    /// The end-of-run resource report: what is still held, before the process drops anything.
+    fn report(&self) {
+        let waiters = self.waiters.borrow().iter().filter(|w| !w.is_finished()).count();
+        let socket = self.socket.borrow().is_some();
+        let state = self.state.borrow();
+        let (permissions, approvals) = state.pending.sizes();
+        emit!(
+            kind::CHANNEL_REPORT,
+            closed = state.closed,
+            timer = state.sweeper.is_some(),
+            socket,
+            waiters,
+            permissions,
+            approvals,
+            queue = state.queue.len()
+        );
     }
 }
 

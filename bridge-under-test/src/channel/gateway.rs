@@ -39,6 +39,17 @@ pub enum GatewayEvent {
         text: String,
         owner: bool,
     },
+    /// A WebSocket control frame on the live connection: a ping (the bridge's WebSocket library
+    /// answers it with a pong) or a close (it answers with a close and the connection ends).
+    Control { frame: ControlFrame },
+}
+
+/// A control frame a real gateway sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlFrame {
+    Ping,
+    Close,
 }
 
 /// An event at a virtual time.
@@ -105,6 +116,7 @@ pub async fn run(
             next_conn += 1;
             let (tx, rx) = mpsc::unbounded_channel();
             *gateway.conn.borrow_mut() = Some((next_conn, tx));
+            emit!(kind::GATEWAY_CONN, conn = next_conn);
             tokio::task::spawn_local(gateway.clone().serve(next_conn, socket, rx));
         }
     }
@@ -115,7 +127,7 @@ struct Gateway {
     clock_base_ms: u64,
     start: seam::Instant,
     /// The live connection: its number and its outbox.
-    conn: RefCell<Option<(u64, mpsc::UnboundedSender<String>)>>,
+    conn: RefCell<Option<(u64, mpsc::UnboundedSender<Message>)>>,
 }
 
 impl Gateway {
@@ -128,8 +140,12 @@ impl Gateway {
 
     /// Send a frame on the live connection; whether there was one.
     fn deliver(&self, frame: String) -> bool {
+        self.deliver_message(Message::text(frame))
+    }
+
+    fn deliver_message(&self, message: Message) -> bool {
         let conn = self.conn.borrow();
-        conn.as_ref().is_some_and(|(_, tx)| tx.send(frame).is_ok())
+        conn.as_ref().is_some_and(|(_, tx)| tx.send(message).is_ok())
     }
 
     fn send(&self, event: &GatewayEvent, expiry: Option<ExpiryOverride>) {
@@ -192,6 +208,15 @@ impl Gateway {
                 let delivered = self.deliver(wire::frame(wire::SESSION_MESSAGE, payload));
                 emit!(kind::GATEWAY_SAY, session = %session, owner, text = %text, delivered);
             }
+            GatewayEvent::Control { frame } => {
+                let conn = self.conn.borrow().as_ref().map_or(0, |(n, _)| *n);
+                let (message, name) = match frame {
+                    ControlFrame::Ping => (Message::Ping(b"keepalive".to_vec().into()), "ping"),
+                    ControlFrame::Close => (Message::Close(None), "close"),
+                };
+                let delivered = self.deliver_message(message);
+                emit!(kind::GATEWAY_CONTROL, conn, frame = name, delivered);
+            }
         }
     }
 
@@ -234,18 +259,20 @@ impl Gateway {
         self: Rc<Self>,
         number: u64,
         socket: tokio_tungstenite::WebSocketStream<seam::TcpStream>,
-        mut rx: mpsc::UnboundedReceiver<String>,
+        mut rx: mpsc::UnboundedReceiver<Message>,
     ) {
         let (mut sink, mut stream) = socket.split();
-        loop {
+        let reason = loop {
             tokio::select! {
                 frame = rx.recv() => match frame {
-                    Some(frame) => if sink.send(Message::text(frame)).await.is_err() { break },
-                    None => break,
+                    // After our close frame the peer answers with its own and the stream ends.
+                    Some(frame) => if sink.send(frame).await.is_err() { break "peer" },
+                    None => break "cut",
                 },
-                incoming = stream.next() => if !matches!(incoming, Some(Ok(_))) { break },
+                incoming = stream.next() => if !matches!(incoming, Some(Ok(_))) { break "peer" },
             }
-        }
+        };
+        emit!(kind::GATEWAY_END, conn = number, reason);
         let mut conn = self.conn.borrow_mut();
         if conn.as_ref().is_some_and(|(n, _)| *n == number) {
             *conn = None;

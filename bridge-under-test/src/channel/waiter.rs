@@ -29,7 +29,10 @@ impl Bridge {
             .unwrap_or(max)
             .clamp(1, max);
         emit!(kind::WAITER_START, id = %id, timeout_ms, limit);
-        tokio::task::spawn_local(self.clone().wait(id, timeout_ms, limit));
+        let task = tokio::task::spawn_local(self.clone().wait(id, timeout_ms, limit));
+        let mut waiters = self.waiters.borrow_mut();
+        waiters.retain(|w| !w.is_finished());
+        waiters.push(task);
     }
 
     async fn wait(self: Rc<Self>, id: Value, timeout_ms: u64, limit: u64) {

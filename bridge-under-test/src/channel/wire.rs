@@ -36,8 +36,8 @@ pub fn permission(request_id: &str, behavior: &str) -> Value {
     })
 }
 
-/// A `tools/call` request.
-pub fn call_tool(id: u64, name: &str, arguments: Value) -> Value {
+/// A `tools/call` request (`id` a number or a string: JSON-RPC allows both).
+pub fn call_tool(id: Value, name: &str, arguments: Value) -> Value {
     json!({
         "jsonrpc": "2.0",
         "id": id,

@@ -25,6 +25,12 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("one_owner_decision", one_owner_decision),
     ("bounded_waits", bounded_waits),
     ("schema_valid", schema_valid),
+    ("model_agrees", super::model::model_agrees),
+    ("decision_answers_reply", decision_answers_reply),
+    ("every_waiter_answered", every_waiter_answered),
+    ("nothing_after_close", nothing_after_close),
+    ("clock_domains", clock_domains),
+    ("one_event_per_gateway_event", one_event_per_gateway_event),
 ];
 
 pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
@@ -158,7 +164,7 @@ impl<'a> Facts<'a> {
         })
     }
 
-    fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
+    pub(crate) fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
         self.trace.violation(invariant, index, detail)
     }
 
@@ -416,11 +422,9 @@ pub fn one_owner_decision(facts: &Facts<'_>) -> Vec<Violation> {
         }
         let msg = message(event);
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
-        let id = params
-            .get("request_id")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_lowercase();
+        // Ids in any form a peer sends, normalised as MODEL.md §3.2 says (the model's reading).
+        let raw = params.get("request_id").and_then(Value::as_str).unwrap_or("");
+        let id = super::model::canonical_id(raw).unwrap_or_else(|| raw.to_lowercase());
         if event.kind == kind::MCP_SEND
             && msg
                 .get("method")
@@ -461,6 +465,13 @@ pub fn one_owner_decision(facts: &Facts<'_>) -> Vec<Violation> {
 #[path = "checks_agent.rs"]
 mod checks_agent;
 pub use checks_agent::{bounded_waits, schema_valid};
+
+#[path = "checks_oracles.rs"]
+mod checks_oracles;
+pub use checks_oracles::{
+    clock_domains, decision_answers_reply, every_waiter_answered, nothing_after_close,
+    one_event_per_gateway_event,
+};
 
 #[cfg(test)]
 #[path = "checks_tests.rs"]

@@ -374,3 +374,212 @@ fn schema_valid_checks_custom_notifications_and_results() {
     let found = run(schema_valid, vec![wait(0, 1, 5), bad, broken_result]);
     assert_eq!(found.len(), 2, "{found:?}");
 }
+
+fn line(at_ms: u64) -> TraceEvent {
+    bridge(at_ms, kind::CHANNEL_LINE, &[("now_ms", json!(BASE + at_ms))])
+}
+
+fn frame(at_ms: u64, text: &str) -> TraceEvent {
+    bridge(at_ms, kind::CHANNEL_FRAME, &[("now_ms", json!(BASE + at_ms)), ("text", json!(text))])
+}
+
+fn list(at_ms: u64, id: u64) -> TraceEvent {
+    let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "list_pending", "arguments": {}}});
+    agent(at_ms, kind::MCP_SEND, &msg)
+}
+
+fn listed(at_ms: u64, id: u64, permissions: &[&str], approvals: &[&str]) -> TraceEvent {
+    let text = json!({"permissions": permissions, "approvals": approvals}).to_string();
+    let result = json!({"content": [{"type": "text", "text": text}], "isError": false});
+    agent(at_ms, kind::MCP_RECV, &json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+fn approval_frame(id: &str, expires: u64) -> String {
+    json!({"event": "exec.approval.requested", "payload": {"id": id, "expiresAtMs": expires}})
+        .to_string()
+}
+
+#[test]
+fn model_agrees_predicts_reads_and_names_the_first_difference() {
+    // A permission in a padded upper-case form, an approval expiring at 10 min; reads at 5 and
+    // 11 min: the model lists both, then only the permission.
+    let inputs = |second: &[&str]| {
+        vec![
+            request(0, " ABCDE "),
+            line(1_000),
+            frame(2_000, &approval_frame("a", BASE + 10 * MIN)),
+            list(5 * MIN, 1),
+            line(5 * MIN),
+            listed(5 * MIN, 1, &["abcde"], &["a"]),
+            list(11 * MIN, 2),
+            line(11 * MIN),
+            listed(11 * MIN, 2, &["abcde"], second),
+        ]
+    };
+    assert_eq!(run(super::super::model::model_agrees, inputs(&[])), Vec::<String>::new());
+    let stale = run(super::super::model::model_agrees, inputs(&["a"]));
+    assert!(stale[0].contains("the model predicts reply to 2"), "{stale:?}");
+}
+
+#[test]
+fn model_agrees_counts_only_live_entries_under_the_cap() {
+    // Cap 2: a expires at 3 min, b lives; c at 4 min must evict nothing live.
+    let events = |listed_ids: &[&str]| {
+        vec![
+            frame(MIN, &approval_frame("a", BASE + 3 * MIN)),
+            frame(2 * MIN, &approval_frame("b", BASE + 50 * MIN)),
+            frame(4 * MIN, &approval_frame("c", BASE + 50 * MIN)),
+            list(5 * MIN, 1),
+            line(5 * MIN),
+            listed(5 * MIN, 1, &[], listed_ids),
+        ]
+    };
+    assert_eq!(run(super::super::model::model_agrees, events(&["b", "c"])), Vec::<String>::new());
+    assert_eq!(run(super::super::model::model_agrees, events(&["c"])).len(), 1);
+}
+
+#[test]
+fn decision_answers_reply_pairs_each_decision_with_one_owner_reply() {
+    let once = vec![
+        request(0, "ABCDE"),
+        say(MIN, "yes abcde", true),
+        decision(MIN, "abcde", "allow"),
+    ];
+    assert_eq!(run(decision_answers_reply, once.clone()), Vec::<String>::new());
+    // The agent asks again; one reply must not answer two decisions.
+    let mut shared = once;
+    shared.extend([request(2 * MIN, "abcde"), decision(3 * MIN, "abcde", "allow")]);
+    assert!(run(decision_answers_reply, shared)[0].contains("answers no owner reply"));
+    let expired = vec![
+        request(0, "abcde"),
+        say(TTL + MIN, "yes abcde", true),
+        decision(TTL + MIN, "abcde", "allow"),
+    ];
+    assert_eq!(run(decision_answers_reply, expired).len(), 1, "a reply after the TTL");
+}
+
+fn eof(at_ms: u64) -> TraceEvent {
+    TraceEvent::new(at_ms, host::AGENT, kind::CLIENT_EOF, &[("reason", json!("end"))])
+}
+
+#[test]
+fn every_waiter_answered_at_eof_and_once() {
+    let answered = vec![wait(0, 1, 300_000), eof(MIN), answer(MIN + 1_000, 1)];
+    assert_eq!(run(every_waiter_answered, answered), Vec::<String>::new());
+    let dropped = run(every_waiter_answered, vec![wait(0, 1, 300_000), eof(MIN)]);
+    assert!(dropped[0].contains("never answered"), "{dropped:?}");
+    let late = vec![wait(0, 1, 300_000), eof(MIN), answer(2 * MIN, 1)];
+    assert!(run(every_waiter_answered, late)[0].contains("after stdin EOF"));
+    let twice = vec![wait(0, 1, 5), answer(5, 1), answer(6, 1)];
+    assert!(run(every_waiter_answered, twice)[0].contains("second reply"));
+}
+
+fn report(at_ms: u64, socket: bool, waiters: u64) -> TraceEvent {
+    bridge(
+        at_ms,
+        kind::CHANNEL_REPORT,
+        &[
+            ("closed", json!(true)),
+            ("timer", json!(false)),
+            ("socket", json!(socket)),
+            ("waiters", json!(waiters)),
+            ("permissions", json!(0)),
+            ("approvals", json!(0)),
+            ("queue", json!(0)),
+        ],
+    )
+}
+
+fn gateway(at_ms: u64, kind: &str, conn: u64) -> TraceEvent {
+    TraceEvent::new(at_ms, host::GATEWAY, kind, &[("conn", json!(conn)), ("reason", json!("peer"))])
+}
+
+#[test]
+fn nothing_after_close_holds_the_report_against_the_gateway() {
+    let clean = vec![
+        gateway(0, kind::GATEWAY_CONN, 1),
+        close(MIN, [0, 0, 0], false),
+        gateway(MIN + 1_000, kind::GATEWAY_END, 1),
+        report(2 * MIN, false, 0),
+    ];
+    assert_eq!(run(nothing_after_close, clean), Vec::<String>::new());
+    let held = vec![
+        gateway(0, kind::GATEWAY_CONN, 1),
+        close(MIN, [0, 0, 0], false),
+        report(2 * MIN, true, 1),
+    ];
+    let found = run(nothing_after_close, held);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].contains("connection 1 is still open"), "{found:?}");
+    assert!(found[1].contains("socket, waiters 1"), "{found:?}");
+}
+
+fn sent(at_ms: u64, id: &str, expires: &str) -> TraceEvent {
+    TraceEvent::new(
+        at_ms,
+        host::GATEWAY,
+        kind::GATEWAY_SEND,
+        &[
+            ("event", json!("exec.approval.requested")),
+            ("id", json!(id)),
+            ("created_at_ms", json!("")),
+            ("expires_at_ms", json!(expires)),
+            ("delivered", json!(true)),
+        ],
+    )
+}
+
+fn offset(at_ms: u64, offset_ms: i64) -> TraceEvent {
+    let detail = json!({"fault": "clock_offset", "at_ms": at_ms, "offset_ms": offset_ms});
+    TraceEvent::new(
+        at_ms,
+        host::SIM,
+        kind::FAULT_INJECTED,
+        &[("fault", json!("clock_offset")), ("phase", json!("start")), ("detail", json!(detail.to_string()))],
+    )
+}
+
+#[test]
+fn clock_domains_judges_the_gateway_stamp_ahead_and_behind() {
+    let ahead = (BASE + 3 * TTL).to_string();
+    let clamped = vec![
+        offset(0, 2 * TTL as i64),
+        sent(MIN, "a", &ahead),
+        add(MIN, "approval", "a", BASE + MIN + TTL, &ahead, (0, 1)),
+    ];
+    assert_eq!(run(clock_domains, clamped), Vec::<String>::new());
+    let unclamped = vec![
+        offset(0, 2 * TTL as i64),
+        sent(MIN, "a", &ahead),
+        add(MIN, "approval", "a", BASE + 3 * TTL, &ahead, (0, 1)),
+    ];
+    assert!(run(clock_domains, unclamped)[0].contains("ahead"));
+    let past = (BASE + MIN - 10).to_string();
+    let behind = vec![
+        offset(0, -(TTL as i64)),
+        sent(MIN, "b", &past),
+        add(MIN, "approval", "b", BASE + MIN - 10, &past, (0, 1)),
+    ];
+    assert!(run(clock_domains, behind)[0].contains("had passed"));
+}
+
+fn handed(at_ms: u64, id: u64, events: Value) -> TraceEvent {
+    let text = json!({"outcome": "events", "events": events}).to_string();
+    let result = json!({"content": [{"type": "text", "text": text}]});
+    agent(at_ms, kind::MCP_RECV, &json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+#[test]
+fn one_event_per_gateway_event_flags_duplicates_and_unlistable_entries() {
+    let future = (BASE + 30 * MIN).to_string();
+    let requested = json!([{"type": "exec.approval.requested", "id": "a"}]);
+    let once = vec![sent(MIN, "a", &future), handed(2 * MIN, 1, requested.clone())];
+    assert_eq!(run(one_event_per_gateway_event, once.clone()), Vec::<String>::new());
+    let mut twice = once;
+    twice.push(handed(3 * MIN, 2, requested.clone()));
+    assert!(run(one_event_per_gateway_event, twice)[0].contains("more often"));
+    let past = (BASE + MIN - 1).to_string();
+    let stale = vec![sent(MIN, "a", &past), handed(2 * MIN, 1, requested)];
+    assert!(run(one_event_per_gateway_event, stale)[0].contains("never listable"));
+}

@@ -4,6 +4,7 @@
 pub mod checks;
 pub mod coverage;
 pub mod faults;
+pub mod model;
 pub mod strategy;
 
 use std::rc::Rc;

@@ -5,7 +5,7 @@
 //! windows shorter and bursts smaller.
 
 use bridge_under_test::channel::agent::{AgentOp, AgentScript, AgentStep};
-use bridge_under_test::channel::gateway::{GatewayEvent, GatewayStep};
+use bridge_under_test::channel::gateway::{ControlFrame, GatewayEvent, GatewayStep};
 use bridge_under_test::channel::grammar::id_from_index;
 use bridge_under_test::channel::ChannelBugs;
 use proptest::prelude::*;
@@ -54,15 +54,34 @@ fn operator() -> impl Strategy<Value = Operator> {
     ]
 }
 
-/// One permission request and its operator: `(at_ms, operator, reply_after_ms)`.
-type PermissionPlan = (u64, Operator, u64);
+/// One permission request and its operator: `(at_ms, operator, reply_after_ms, form)`, `form`
+/// the shape the agent sends the id in ([`id_form`]).
+type PermissionPlan = (u64, Operator, u64, u8);
+
+/// Permission id `id` as a peer may send it: canonical, upper case, padded with blanks, mixed
+/// case (all the same id once normalised), or not an id at all (an `l`, a short one).
+pub fn id_form(id: &str, form: u8) -> String {
+    match form {
+        1 => id.to_uppercase(),
+        2 => format!(" {id}\t"),
+        3 => id
+            .chars()
+            .enumerate()
+            .map(|(n, c)| if n % 2 == 0 { c.to_ascii_uppercase() } else { c })
+            .collect(),
+        4 => format!("{}l", &id[..4]),
+        5 => id[..4].to_string(),
+        _ => id.to_string(),
+    }
+}
 /// One approval: `(at_ms, plugin, created, expires_in_ms, resolve_after_ms)`.
 type ApprovalPlan = (u64, bool, bool, Option<i64>, Option<u64>);
 
 fn permission_plan() -> impl Strategy<Value = PermissionPlan> {
     // Replies mostly well inside the 1 h TTL, sometimes just past it.
     let reply = prop_oneof![4 => 1_000u64..=20 * 60_000, 1 => 55 * 60_000u64..=65 * 60_000];
-    (0..=SPAN_MS, operator(), reply)
+    let form = prop_oneof![6 => Just(0u8), 4 => 1u8..=3, 1 => 4u8..=5];
+    (0..=SPAN_MS, operator(), reply, form)
 }
 
 fn approval_plan() -> impl Strategy<Value = ApprovalPlan> {
@@ -91,8 +110,9 @@ fn say(at_ms: u64, text: String, owner: bool) -> GatewayStep {
 }
 
 /// The operator's messages for permission `n`.
-fn replies(n: usize, (at_ms, operator, after_ms): PermissionPlan) -> Vec<GatewayStep> {
-    let id = id_from_index(100 + n as u64);
+fn replies(n: usize, (at_ms, operator, after_ms, form): PermissionPlan) -> Vec<GatewayStep> {
+    // The operator copies the id in the form the agent showed, blanks aside.
+    let id = id_form(&id_from_index(100 + n as u64), form).trim().to_string();
     let at = at_ms + after_ms;
     match operator {
         Operator::Correct { allow, shout } => {
@@ -165,13 +185,22 @@ fn workload() -> impl Strategy<Value = (AgentScript, Vec<GatewayStep>)> {
         ),
         0..=2,
     );
-    (permissions, approvals, waits, reads, read_every, chatter).prop_map(
-        |(permissions, approvals, waits, reads, read_every_ms, chatter)| {
+    let control = prop::collection::vec(
+        (0..=SPAN_MS + 20 * 60_000, prop::sample::select(vec![ControlFrame::Ping, ControlFrame::Close])),
+        0..=3,
+    );
+    let strangers = prop::collection::vec((0..=SPAN_MS, 0u64..12, any::<bool>()), 0..=2);
+    (
+        (permissions, approvals, waits, reads, read_every, chatter),
+        (control, strangers),
+    )
+        .prop_map(
+        |((permissions, approvals, waits, reads, read_every_ms, chatter), (control, strangers))| {
             let mut agent: Vec<AgentStep> = waits;
             let mut gateway = Vec::new();
             for (n, plan) in permissions.into_iter().enumerate() {
                 let op = AgentOp::PermissionRequest {
-                    request_id: id_from_index(100 + n as u64),
+                    request_id: id_form(&id_from_index(100 + n as u64), plan.3),
                     tool_name: "Bash".into(),
                 };
                 agent.push(AgentStep { at_ms: plan.0, op });
@@ -189,6 +218,15 @@ fn workload() -> impl Strategy<Value = (AgentScript, Vec<GatewayStep>)> {
                     .into_iter()
                     .map(|(at_ms, text)| say(at_ms, text.to_string(), true)),
             );
+            gateway.extend(control.into_iter().map(|(at_ms, frame)| GatewayStep {
+                at_ms,
+                event: GatewayEvent::Control { frame },
+            }));
+            // Replies by someone other than the owner, for known and unknown ids.
+            gateway.extend(strangers.into_iter().map(|(at_ms, n, allow)| {
+                let verb = if allow { "yes" } else { "no" };
+                say(at_ms, format!("{verb} {}", id_from_index(100 + n)), false)
+            }));
             agent.sort_by_key(|s| s.at_ms);
             gateway.sort_by_key(|s| s.at_ms);
             (
@@ -274,8 +312,30 @@ pub fn scenario(bugs: ChannelBugs) -> impl Strategy<Value = ChannelScenario> {
                 Just(profile),
             )
         })
-        .prop_map(move |(limits, mut agent, gateway, faults, profile)| {
+        .prop_flat_map(|(limits, agent, gateway, faults, profile)| {
+            // Waits that are outstanding when a close or stdin EOF comes: (ms before, timeout).
+            let around = prop::option::weighted(0.5, (0u64..=120_000, 60_000i64..=300_000));
+            let closes = faults.iter().filter(|f| matches!(f, ChannelFault::Close { .. })).count();
+            let at_close = prop::collection::vec(around.clone(), closes..=closes);
+            (Just(limits), Just(agent), Just(gateway), Just(faults), Just(profile), around, at_close)
+        })
+        .prop_map(move |(limits, mut agent, gateway, faults, profile, at_eof, at_close)| {
             agent.end_at_ms = end_at_ms(&agent.steps, &gateway, &faults);
+            let close_times = faults.iter().filter_map(|f| match f {
+                ChannelFault::Close { at_ms } => Some(*at_ms),
+                _ => None,
+            });
+            let mut extra: Vec<AgentStep> = close_times
+                .zip(at_close)
+                .filter_map(|(at_ms, wait)| wait.map(|w| (at_ms, w)))
+                .chain(at_eof.map(|w| (agent.end_at_ms, w)))
+                .map(|(at_ms, (before, timeout_ms))| AgentStep {
+                    at_ms: at_ms.saturating_sub(before),
+                    op: AgentOp::WaitForEvent { timeout_ms, limit: 50 },
+                })
+                .collect();
+            agent.steps.append(&mut extra);
+            agent.steps.sort_by_key(|s| s.at_ms);
             ChannelScenario {
                 bugs,
                 limits,
