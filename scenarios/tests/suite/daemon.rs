@@ -277,3 +277,33 @@ fn reset_request_stops_counting_as_active() {
     let replaced = events(&outcome, kind::CLI_REPLACE);
     assert_eq!(replaced[0].text("outcome"), "replaced");
 }
+
+// The mutation gate (`just mutants daemon`): what cargo-mutants runs against each mutant of the
+// daemon's core. With every switch off, a generated hunt (plain and lifecycle cases), the
+// scripted scenarios of both suites and the races the oracles found must all be clean.
+#[test]
+fn mutants_gate_daemon() {
+    crate::assert_clean(Family::Daemon, crate::cases(200), 0x6A7E_0003);
+    let scripted = [
+        daemon::oauth_then_delayed_pages(),
+        daemon::short_deadline_long_work(),
+        daemon::tiny_deadline(),
+        daemon::stalled_daemon(),
+        daemon::repeated_cursor(),
+        daemon::slow_approval(),
+        daemon::approval_never(),
+        scenarios::daemon_lifecycle::busy_daemon_drains(),
+        scenarios::daemon_lifecycle::peer_replaced_before_drain(),
+        scenarios::daemon_lifecycle::peer_swaps_mid_drain(),
+        scenarios::daemon_lifecycle::never_draining_daemon(),
+        scenarios::daemon_lifecycle::v1_client_on_v2_daemon(),
+    ];
+    for scenario in scripted {
+        assert_eq!(run(&scenario).violations, vec![]);
+    }
+    for name in ["daemon_reset_leaks_active_count", "daemon_stop_meets_new_work"] {
+        let path = format!("{}/races/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(run(&scenario).violations, vec![], "{name}");
+    }
+}
