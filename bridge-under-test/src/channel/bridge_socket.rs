@@ -1,8 +1,11 @@
 //! The bridge's side of the gateway WebSocket: connect (tokio-tungstenite over turmoil TCP),
 //! read frames into the bridge, reconnect with backoff. Events sent while the socket is down are
-//! gone: there is no catch-up. The bridge never writes to the socket, so tungstenite never draws
-//! a client frame mask (which would read OS entropy); the handshake key comes from the bridge's
-//! seeded RNG.
+//! gone: there is no catch-up. The handshake key comes from the bridge's seeded RNG. The bridge
+//! writes no data frames; tungstenite itself answers the gateway's ping and close frames, and
+//! as a client it masks them with `rand::random()` (OS entropy no seed reaches). The mask changes
+//! only payload bytes on the wire, not their number, and the gateway unmasks before reading, so
+//! nothing recorded or timed depends on it: the suite's
+//! `control_frames_answered_with_os_entropy_masks_leave_the_trace_unchanged` holds that.
 
 use std::rc::Rc;
 

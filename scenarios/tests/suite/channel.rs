@@ -409,3 +409,38 @@ fn close_ends_the_gateway_connection() {
     let ended = events(&outcome, kind::GATEWAY_END).iter().any(|e| e.at_ms >= close);
     assert!(ended, "the gateway saw no connection end after the close");
 }
+
+// Goal: the determinism hazard of the gateway's control frames is closed (DESIGN.md §6).
+// tungstenite answers a ping (with a pong) or a close (with a close) from the bridge's side as a
+// client, and a client frame's mask comes from `rand::random()`, i.e. OS entropy, which no seed
+// reaches. The mask changes only the payload's bytes on the wire, never their number, and the
+// gateway unmasks before it reads: nothing recorded or timed may depend on it. Method: find
+// generated cases in which the gateway's ping and close frames reach a connected bridge (so the
+// bridge really writes masked frames), run each twice in this process (fresh masks each time)
+// and require byte-identical traces.
+#[test]
+fn control_frames_answered_with_os_entropy_masks_leave_the_trace_unchanged() {
+    use harness::hunt::{case_seed, generate};
+    use harness::token::Token;
+    let mut seen = std::collections::BTreeSet::new();
+    for index in 0..200 {
+        let token = Token::new(Family::Channel, &[], case_seed(0xC0DE_0005, index)).unwrap();
+        let scenario = generate(&token).current();
+        let first = run(&scenario);
+        let delivered: Vec<String> = events(&first, kind::GATEWAY_CONTROL)
+            .iter()
+            .filter(|e| e.text("delivered") == "true")
+            .map(|e| e.text("frame"))
+            .collect();
+        if delivered.is_empty() {
+            continue;
+        }
+        let again = run(&scenario);
+        assert_eq!(first.trace.hash(), again.trace.hash(), "{token}: the masks reached the trace");
+        seen.extend(delivered);
+        if seen.contains("ping") && seen.contains("close") {
+            return;
+        }
+    }
+    panic!("no generated case delivered both a ping and a close frame to a connected bridge: {seen:?}");
+}
