@@ -315,11 +315,22 @@ async fn wait_gone(who: &Who<'_>, pid: u64) {
     }
 }
 
-/// Launch a daemon under the start lock, or wait for the one the lock's holder launches.
+/// Launch a daemon under the start lock, or wait for the one the lock's holder launches. When
+/// the holder gives up without a daemon (the one it launched died before it was ready) and frees
+/// the lock, take the lock and launch one: waiting out the ready timeout for a daemon nobody is
+/// starting any more would fail this invocation although nothing is wrong now.
 pub async fn launch(who: &Who<'_>) -> Option<Metadata> {
     let machine = &who.cli.machine;
-    if !machine.try_lock(START_LOCK) {
-        return ready(who, None).await;
+    let mut waited = 0;
+    while !machine.try_lock(START_LOCK) {
+        if let Some(metadata) = machine.metadata() {
+            return Some(metadata);
+        }
+        if waited >= READY_WAIT_MS {
+            return None;
+        }
+        seam::sleep_ms(POLL_MS).await;
+        waited += POLL_MS;
     }
     // Another client may have launched one since the metadata was read.
     let live = machine.metadata().filter(|m| machine.alive(m.pid));
@@ -337,20 +348,25 @@ async fn launch_locked(who: &Who<'_>) -> Option<Metadata> {
     let config = machine.config();
     let pid = machine.request_launch_of(who.version, config.clone());
     emit!(kind::CLI_LAUNCH, action = who.action, pid, version = who.version, config = %config);
-    ready(who, Some(pid)).await
+    ready(who, pid).await
 }
 
-/// Wait until the metadata names `pid` (any daemon when `None`).
-async fn ready(who: &Who<'_>, pid: Option<u64>) -> Option<Metadata> {
+/// Wait until the metadata names `pid`.
+async fn ready(who: &Who<'_>, pid: u64) -> Option<Metadata> {
     let mut waited = 0;
     loop {
         let metadata = who
             .cli
             .machine
             .metadata()
-            .filter(|m| pid.is_none_or(|pid| m.pid == pid));
+            .filter(|m| m.pid == pid);
         if metadata.is_some() || waited >= READY_WAIT_MS {
             return metadata;
+        }
+        // The launched process is gone (it crashed while starting): it will never be ready,
+        // and waiting on would hold the start lock from everyone for the whole ready wait.
+        if !who.cli.machine.alive(pid) {
+            return None;
         }
         seam::sleep_ms(POLL_MS).await;
         waited += POLL_MS;

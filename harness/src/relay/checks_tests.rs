@@ -1409,6 +1409,28 @@ fn prompt_rejection_flags_a_rejection_answered_at_the_deadline() {
     assert_one(&run(outcome_checks::prompt_rejection, rejected_call(1_010)), "prompt_rejection", 4, "answered 999 ms after");
 }
 
+fn transient_refusals(second_session: &str) -> Vec<TraceEvent> {
+    vec![
+        std_spec(),                                                   // 0
+        r_open(0, "s1"),                                              // 1
+        r_post(5, "s1", "relay-init-1", "initialize", "", 202),       // 2
+        send(10, &call(json!(1), "a1")),                              // 3
+        r_post(11, "s1", "1", "tools/call", "a1", 503),               // 4
+        r_post(300, "s1", "1", "tools/call", "a1", 503),              // 5
+        r_open(400, "s2"),                                            // 6
+        r_post(500, second_session, "1", "tools/call", "a1", 503),    // 7
+        recv(2_000, &tool_result(json!(1), "recall a1: done", false)), // 8
+    ]
+}
+
+// Retries belong to one send: three 503s split over two sessions are two sends, and a replay that
+// then succeeds is no late answer; three on one session are the retries spent.
+#[test]
+fn prompt_rejection_counts_retries_per_session() {
+    assert_clean(&run(outcome_checks::prompt_rejection, transient_refusals("s2")));
+    assert_one(&run(outcome_checks::prompt_rejection, transient_refusals("s1")), "prompt_rejection", 7, "definitive HTTP 503");
+}
+
 // ---- no_work_after_ending -------------------------------------------------------------------
 
 #[test]
@@ -1508,6 +1530,16 @@ fn settled_run(report_event: TraceEvent) -> Vec<TraceEvent> {
 #[test]
 fn quiescence_passes_an_idle_report() {
     assert_clean(&run(outcome_checks::quiescence, settled_run(report(9_000, 0, 0, 0))));
+}
+
+// A closed-out id is forgotten on the sweeper's first tick past the retention window, so it may
+// be up to one sweep period (500 ms here) older than the window, never more.
+#[test]
+fn quiescence_allows_a_closed_out_id_one_sweep_past_its_window_and_no_more() {
+    let window = outcome_checks::CLOSED_OUT_RETENTION_MS;
+    assert_clean(&run(outcome_checks::quiescence, settled_run(report(9_000, 0, 1, window + 500))));
+    let found = run(outcome_checks::quiescence, settled_run(report(9_000, 0, 1, window + 511)));
+    assert!(found.iter().any(|v| v.detail.contains("keeps a closed-out id")), "{found:#?}");
 }
 
 #[test]

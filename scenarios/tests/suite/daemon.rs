@@ -307,3 +307,24 @@ fn mutants_gate_daemon() {
         assert_eq!(run(&scenario).violations, vec![], "{name}");
     }
 }
+
+// Goal: a daemon that dies while starting never makes the next invocations wait out the ready
+// timeout and fail (MODEL.md §2.4 "ensure_daemon"; ORACLES.md §4). Method: replay the case the
+// merged hunt found (seed 2026, token v1.daemon.none.64784f26f5948e13, shrunk): action 1
+// launches pid 1 under the start lock and pid 1 crashes at once; action 2 starts at 606 ms, after
+// the fault healed. Before the fix, action 1 polled 10 s for a dead pid to become ready while
+// holding the start lock, and action 2 waited on the lock's holder just as long, so both ended
+// `refused` (after_heal_succeeds). Now the launcher stops waiting when its pid has exited and
+// frees the lock, and a waiter whose holder gave up takes the lock and launches a daemon itself.
+#[test]
+fn a_daemon_that_dies_while_starting_does_not_fail_the_next_invocation() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_launch_crash_holds_the_start_lock.json");
+    let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let outcome = run(&scenario);
+    assert_eq!(outcome.violations, vec![]);
+    let crashed = events(&outcome, kind::DAEMON_EXIT).iter().any(|e| e.text("reason") == "crash");
+    assert!(crashed, "the launched daemon did not crash: the race was not exercised");
+    let second = events(&outcome, kind::CLI_DONE).into_iter().find(|e| e.num("action") == 2).expect("action 2 ends");
+    assert_eq!(second.text("outcome"), "ok");
+    assert!(second.at_ms < 2_000, "action 2 waited {} ms", second.at_ms);
+}
