@@ -301,7 +301,11 @@ fn mutants_gate_daemon() {
     for scenario in scripted {
         assert_eq!(run(&scenario).violations, vec![]);
     }
-    for name in ["daemon_reset_leaks_active_count", "daemon_stop_meets_new_work"] {
+    for name in [
+        "daemon_reset_leaks_active_count",
+        "daemon_stop_meets_new_work",
+        "daemon_launch_crash_holds_the_start_lock",
+    ] {
         let path = format!("{}/races/{name}.json", env!("CARGO_MANIFEST_DIR"));
         let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
         assert_eq!(run(&scenario).violations, vec![], "{name}");
