@@ -111,8 +111,14 @@ enum Attempt {
 }
 
 /// Run every lane concurrently, each lane's invocations in order (actions numbered in the
-/// order given), then exit.
-pub async fn run(cli: Cli, invocations: Vec<Invocation>) -> Result<(), Box<dyn std::error::Error>> {
+/// order given), then, no earlier than `report_after_ms` from the start (when the run's faults
+/// have all healed), the end-of-run report, then exit. A report taken while a fault is still
+/// active would judge the fault, not the daemon.
+pub async fn run(
+    cli: Cli,
+    invocations: Vec<Invocation>,
+    report_after_ms: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
     let start = seam::now();
     let mut lanes: std::collections::BTreeMap<u32, Vec<(usize, &Invocation)>> =
         std::collections::BTreeMap::new();
@@ -124,6 +130,10 @@ pub async fn run(cli: Cli, invocations: Vec<Invocation>) -> Result<(), Box<dyn s
     }
     let lanes = lanes.into_values().map(|lane| run_lane(&cli, start, lane));
     futures_util::future::join_all(lanes).await;
+    let waited = seam::ms_since(start);
+    if waited < report_after_ms {
+        seam::sleep_ms(report_after_ms - waited).await;
+    }
     replace::report(&cli).await;
     Ok(())
 }

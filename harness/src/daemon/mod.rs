@@ -126,7 +126,10 @@ impl Driver {
             machine: machine.clone(),
             knobs: cli_knobs.clone(),
         };
-        family::client(sim, host::CLI, client::run(cli, scenario.invocations.clone()));
+        // The last fault phase is where the runner heals: the report comes after it.
+        let heal_at_ms = scenario.faults.iter().map(|f| f.window()).map(|(start, end)| end.unwrap_or(start)).max();
+        let report_after_ms = heal_at_ms.map_or(0, |at| at + strategy::tick_ms(scenario));
+        family::client(sim, host::CLI, client::run(cli, scenario.invocations.clone(), report_after_ms));
         Self {
             scenario: scenario.clone(),
             mcp: mcp_knobs,

@@ -332,3 +332,20 @@ fn a_daemon_that_dies_while_starting_does_not_fail_the_next_invocation() {
     assert_eq!(second.text("outcome"), "ok");
     assert!(second.at_ms < 2_000, "action 2 waited {} ms", second.at_ms);
 }
+
+// Goal: the end-of-run report judges the daemon, not a fault (ORACLES.md §3: quiescence is
+// judged after heal and settle). Method: replay the case a 1 000-case coverage hunt flagged
+// (seed 11, case 891, token v1.daemon.none.5e8e832371583145): the invocations end at 1 070 ms and
+// a socket reset fires at 1 571 ms. The report used to come 500 ms after the last invocation,
+// inside the fault, so the reset cut its `status` and `quiescence` blamed the daemon. Now the
+// CLI reports only after the last fault phase, where the runner heals.
+#[test]
+fn the_end_of_run_report_waits_for_the_heal() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_report_during_a_fault.json");
+    let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let outcome = run(&scenario);
+    assert_eq!(outcome.violations, vec![]);
+    let heal = outcome.trace.events.iter().find(|e| e.kind == kind::FAULT_INJECTED && e.text("fault") == "heal").expect("healed");
+    let reports = events(&outcome, kind::CLI_REPORT);
+    assert!(!reports.is_empty() && reports.iter().all(|r| r.at_ms > heal.at_ms && r.text("answered") == "true"), "{reports:?}");
+}
