@@ -26,7 +26,7 @@ use bridge_under_test::emit;
 use bridge_under_test::events::{host, kind};
 use serde::{Deserialize, Serialize};
 
-use crate::family::{self, Phase, Scheduled};
+use crate::family::{self, Scheduled};
 use crate::scenario::{FamilyScenario, Scenario, SimParams};
 use crate::seed::derive;
 use faults::{DaemonFault, Targets};
@@ -127,7 +127,7 @@ impl Driver {
             knobs: cli_knobs.clone(),
         };
         // The last fault phase is where the runner heals: the report comes after it.
-        let heal_at_ms = scenario.faults.iter().map(|f| f.window()).map(|(start, end)| end.unwrap_or(start)).max();
+        let heal_at_ms = family::schedule(&scenario.faults, DaemonFault::window).last().map(|s| s.at_ms);
         let report_after_ms = heal_at_ms.map_or(0, |at| at + strategy::tick_ms(scenario));
         family::client(sim, host::CLI, client::run(cli, scenario.invocations.clone(), report_after_ms));
         Self {
@@ -159,23 +159,7 @@ impl family::Driver for Driver {
     }
 
     fn schedule(&self) -> Vec<Scheduled> {
-        let mut out = Vec::new();
-        for (fault, spec) in self.scenario.faults.iter().enumerate() {
-            let (start, end) = spec.window();
-            out.push(Scheduled {
-                at_ms: start,
-                fault,
-                phase: Phase::Start,
-            });
-            if let Some(end) = end {
-                out.push(Scheduled {
-                    at_ms: end,
-                    fault,
-                    phase: Phase::End,
-                });
-            }
-        }
-        family::sorted(out)
+        family::schedule(&self.scenario.faults, DaemonFault::window)
     }
 
     fn apply(&self, scheduled: &Scheduled, _sim: &mut turmoil::Sim<'_>) {
