@@ -139,7 +139,22 @@ enum Command {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `harness hunt ... | head` closes stdout early. End quietly with the status a process killed by
+/// SIGPIPE has (141), as Unix tools do, instead of panicking with a backtrace: the standard
+/// library ignores SIGPIPE, so `println!` to a closed pipe panics.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info.payload().downcast_ref::<String>().map_or("", String::as_str);
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::List => {
@@ -220,8 +235,10 @@ fn hunt_command(args: HuntArgs) -> Result<ExitCode, String> {
         _ => format!("up to {cases} cases per family"),
     };
     println!(
-        "hunt: base seed 0x{base_seed:016x}, bugs {bug_text}, {budget}, {threads} threads, shard {}/{}",
-        shard.index, shard.count
+        "hunt: base seed 0x{base_seed:016x}, bugs {bug_text}, {budget}, {threads} thread{}, shard {}/{}",
+        if threads == 1 { "" } else { "s" },
+        shard.index,
+        shard.count
     );
     #[allow(clippy::disallowed_methods)] // the --seconds budget is wall time; nothing recorded
     let started = std::time::Instant::now();
