@@ -23,7 +23,7 @@
 //! | `sse.endpoint` | bridge | `gen`, `session` |
 //! | `sse.closed` | bridge | `gen`, `reason` (`eof`, `idle`, `error`, `orphans`, `expired`) |
 //! | `relayer.start` | relayer | `boot` |
-//! | `stream.open` / `stream.close` | relayer | `session` |
+//! | `stream.open` / `stream.close` | relayer | `session`; `style` (open: the wire form the stream writes, e.g. `crlf+nospace+multiline`) |
 //! | `http.post` | relayer | `session`, `id`, `method`, `action` (a `tools/call`'s `arguments.action`, else empty), `key`, `status` |
 //! | `rpc.refused` | relayer | `id`, `method`, `action`, `session`, `reason` (`not_initialized`): answered with a JSON-RPC error, not served |
 //! | `tool.exec` | relayer | `id`, `tool`, `action`, `key`, `session` (a real execution) |

@@ -20,10 +20,10 @@ use super::config::RelayerConfig;
 use crate::net::http::{self, ChannelBody};
 use crate::net::jsonrpc::{self, id_key, Shape};
 use super::knobs::{lock, SharedKnobs};
-use super::sse;
+use super::sse::Style;
 use super::RELAYER_PORT;
 use crate::emit;
-use crate::events::kind;
+use crate::events::{host, kind};
 use crate::rng::SimRng;
 use crate::seam;
 
@@ -79,9 +79,13 @@ struct Inner {
     live: Mutex<Live>,
 }
 
-/// One open session: its stream's queue and whether `initialize` has been received on it.
+/// One open session: its stream's queue, the wire style its stream writes, and whether
+/// `initialize` has been received on it.
 struct Session {
     items: mpsc::UnboundedSender<String>,
+    style: Style,
+    /// The `id:` of the next event, for styles that write them.
+    next_event: u64,
     initialized: bool,
 }
 
@@ -103,16 +107,17 @@ async fn open_stream(State(app): State<App>, headers: HeaderMap) -> Response {
     }
     let (items_tx, items_rx) = mpsc::unbounded_channel();
     let (body_tx, body_rx) = mpsc::unbounded_channel();
-    let session = {
+    let (session, style) = {
         let mut live = lock(&app.0.live);
         live.next_session += 1;
         let nonce = live.rng.hex(6);
         let session = format!("b{}-s{}-{nonce}", app.0.boot, live.next_session);
-        live.sessions.insert(session.clone(), Session { items: items_tx, initialized: false });
-        session
+        let style = Style::from_bits(live.rng.next_u64());
+        live.sessions.insert(session.clone(), Session { items: items_tx, style, next_event: 1, initialized: false });
+        (session, style)
     };
-    emit!(kind::STREAM_OPEN, session = %session);
-    tokio::task::spawn_local(stream(app.clone(), session, items_rx, body_tx));
+    emit!(kind::STREAM_OPEN, session = %session, style = %style.label());
+    tokio::task::spawn_local(stream(app.clone(), session, style, items_rx, body_tx));
     Response::builder()
         .header("content-type", "text/event-stream")
         .header("cache-control", "no-cache")
@@ -120,11 +125,13 @@ async fn open_stream(State(app): State<App>, headers: HeaderMap) -> Response {
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
-/// Write one session's stream: the endpoint event, keep-alives, and replies, obeying the stall
-/// and EOF knobs. Frames are cut into chunks at seeded points so the bridge's framing is tested.
+/// Write one session's stream in its wire style: the endpoint event, keep-alives, and replies,
+/// obeying the stall and EOF knobs. Frames are cut into chunks at seeded points so the bridge's
+/// framing is tested.
 async fn stream(
     app: App,
     session: String,
+    style: Style,
     mut items: mpsc::UnboundedReceiver<String>,
     body: mpsc::UnboundedSender<Bytes>,
 ) {
@@ -133,7 +140,8 @@ async fn stream(
         let knobs = lock(&app.0.knobs);
         (knobs.changed.clone(), knobs.eof_epoch, knobs.stalls)
     };
-    let mut backlog = VecDeque::from([sse::frame("endpoint", &format!("/messages?sessionId={session}"))]);
+    let authority = format!("{}:{RELAYER_PORT}", host::RELAYER);
+    let mut backlog = VecDeque::from([style.opening(&authority, &format!("/messages?sessionId={session}"))]);
     let mut keepalive_at = seam::now() + std::time::Duration::from_millis(config.first_keepalive_ms);
     loop {
         let notified = changed.notified();
@@ -155,7 +163,7 @@ async fn stream(
             },
             () = tokio::time::sleep_until(keepalive_at) => {
                 if !stall {
-                    backlog.push_back(sse::KEEPALIVE.to_string());
+                    backlog.push_back(style.keepalive());
                 }
                 keepalive_at += std::time::Duration::from_millis(config.keepalive_ms);
             }
@@ -381,14 +389,15 @@ impl App {
             emit!(kind::REPLY_LOST, id = %id, client_id = client, action, session = %session);
             return;
         }
-        let live = lock(&self.0.live);
-        let Some(entry) = live.sessions.get(session) else {
+        let mut live = lock(&self.0.live);
+        let Some(entry) = live.sessions.get_mut(session) else {
             drop(live);
             emit!(kind::REPLY_LOST, id = %id, client_id = client, action, session = %session);
             return;
         };
         let text = msg.to_string();
-        let frame = sse::frame("message", &text);
+        let frame = entry.style.frame("message", &entry.style.json(msg), Some(entry.next_event));
+        entry.next_event += 1;
         for copy in 0..copies {
             if entry.items.send(frame.clone()).is_err() {
                 break;

@@ -180,6 +180,23 @@ fn a_late_reply_never_answers_a_reused_id() {
     assert!(events(&outcome, kind::REPLY_DROPPED).iter().any(|e| e.text("reason") == "closed_out"), "the late reply arrived and was dropped");
 }
 
+// Goal: the bridge reads every line form the SSE specification allows a server: LF, CRLF and a
+// lone CR, unnamed message events, `id:` and `retry:` lines, comments between fields, and data
+// over several lines. Method: replay the race (seed 1, case 1) a clean hunt found once the
+// relayer drew a wire style per stream: this stream ends its lines with a lone CR. The bridge's
+// parser split lines at LF only, so it never saw the endpoint event: every request was closed out
+// with "the relayer stream was down" while the relayer's stream was open all along
+// (user_outcomes, truthful_endings). Now a CR, an LF and a CRLF (even one split across chunks)
+// each end a line.
+#[test]
+fn a_stream_with_lone_cr_line_ends_is_read() {
+    let outcome = race("relay_sse_lone_cr_line_ends");
+    assert_eq!(outcome.violations, vec![]);
+    let opens = events(&outcome, kind::STREAM_OPEN);
+    assert!(opens.iter().any(|e| e.text("style").starts_with("cr+")), "no stream wrote lone CRs: {opens:?}");
+    assert!(!events(&outcome, kind::SSE_ENDPOINT).is_empty(), "the bridge never read the endpoint");
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
@@ -194,6 +211,7 @@ fn mutants_gate_relay() {
         "relay_suppressed_init_id_swallows_reply",
         "relay_network_error_after_accept",
         "relay_reused_id_gets_old_reply",
+        "relay_sse_lone_cr_line_ends",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
