@@ -81,6 +81,7 @@ impl Family {
 
 /// The simulator's own parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SimParams {
     pub tick_ms: u64,
     /// Link latency is drawn by turmoil in `0..=latency_max_ms`.
@@ -217,6 +218,7 @@ impl BugSet for bridge_under_test::daemon::DaemonBugs {
 
 /// Everything a run depends on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// The seed every sub-seed (turmoil, mocks, the bridge) is derived from.
     pub seed: u64,

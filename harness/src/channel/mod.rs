@@ -29,6 +29,7 @@ pub const SESSION: &str = "main";
 /// The per-map cap and the queue limit: MODEL.md §3.3's 1 000 each, or a compressed profile,
 /// so a burst can cross them without thousands of messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Limits {
     pub pending_cap: usize,
     pub queue_limit: usize,
@@ -71,14 +72,21 @@ impl Spec {
     }
 }
 
-/// Everything a channel run depends on besides the simulator's own parameters.
+/// Everything a channel run depends on besides the simulator's own parameters. In a scenario
+/// file `bugs` (all off), `limits` (MODEL.md's), `gateway`, `faults` (none) and `profile` may be
+/// left out; a field this does not name is an error, not silently ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ChannelScenario {
+    #[serde(default)]
     pub bugs: ChannelBugs,
+    #[serde(default)]
     pub limits: Limits,
     pub agent: AgentScript,
     /// The gateway's events, in time order.
+    #[serde(default)]
     pub gateway: Vec<GatewayStep>,
+    #[serde(default)]
     pub faults: Vec<ChannelFault>,
     /// The swarm profile: which fault kinds this seed turned on.
     #[serde(default)]

@@ -31,16 +31,22 @@ use crate::scenario::{FamilyScenario, Scenario, SimParams};
 use crate::seed::derive;
 use faults::{DaemonFault, Targets};
 
-/// Everything a daemon run depends on besides the simulator's own parameters.
+/// Everything a daemon run depends on besides the simulator's own parameters. In a scenario
+/// file `bugs` (all off), `timing` (MODEL.md's), `faults` (none) and `profile` may be left out; a
+/// field this does not name is an error, not silently ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DaemonScenario {
+    #[serde(default)]
     pub bugs: DaemonBugs,
+    #[serde(default)]
     pub timing: Timing,
     /// Pages in a `tools/list` listing.
     pub pages: u32,
     /// How long the user takes to approve a prompt when no fault says otherwise.
     pub approval_ms: u64,
     pub invocations: Vec<Invocation>,
+    #[serde(default)]
     pub faults: Vec<DaemonFault>,
     /// The swarm profile: which fault kinds this seed turned on.
     #[serde(default)]

@@ -29,6 +29,7 @@ use faults::{RelayFault, Targets};
 
 /// The timing constants of one relay scenario (MODEL.md §1.3 by default).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Timing {
     pub sse_idle_ms: u64,
     pub first_keepalive_ms: u64,
@@ -77,11 +78,17 @@ impl Spec {
 }
 
 /// Everything a relay run depends on besides the simulator's own parameters.
+/// In a scenario file `bugs` (all off), `timing` (MODEL.md's constants), `faults` (none) and
+/// `profile` may be left out; a field this does not name is an error, not silently ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RelayScenario {
+    #[serde(default)]
     pub bugs: RelayBugs,
+    #[serde(default)]
     pub timing: Timing,
     pub script: ClientScript,
+    #[serde(default)]
     pub faults: Vec<RelayFault>,
     /// The swarm profile: which fault kinds this seed turned on.
     #[serde(default)]

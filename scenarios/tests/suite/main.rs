@@ -6,6 +6,7 @@ mod committed;
 mod daemon;
 mod daemon_lifecycle;
 mod determinism;
+mod examples;
 mod generated;
 mod regressions;
 mod scripted;
