@@ -42,6 +42,7 @@ pub struct AgentStep {
 
 /// What the agent does over a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AgentScript {
     pub steps: Vec<AgentStep>,
     /// A read every this many ms, from the first period until the end (a polling UI).

@@ -70,6 +70,7 @@ impl Method {
 /// One user invocation, started at `at_ms` or when the previous one of its lane ends,
 /// whichever is later.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Invocation {
     pub at_ms: u64,
     pub method: Method,

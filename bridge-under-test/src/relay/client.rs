@@ -55,6 +55,7 @@ pub enum Op {
 
 /// An operation at a virtual time, with the JSON-RPC id it uses (ids may repeat).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Step {
     pub at_ms: u64,
     pub id: u64,
@@ -137,6 +138,7 @@ impl Owed {
 
 /// What the client does over a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ClientScript {
     pub steps: Vec<Step>,
     /// When the client closes stdin if nothing closed it earlier.

@@ -49,7 +49,7 @@ impl Absurd {
 
 /// One fault.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "fault", rename_all = "snake_case")]
+#[serde(tag = "fault", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ChannelFault {
     /// The gateway drops its connection and refuses new ones for a window; whatever it sends
     /// meanwhile (resolved frames, operator replies) is lost: a gateway restart or network blip.

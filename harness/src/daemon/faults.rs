@@ -16,7 +16,7 @@ use crate::family::Phase;
 
 /// One fault.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "fault", rename_all = "snake_case")]
+#[serde(tag = "fault", rename_all = "snake_case", deny_unknown_fields)]
 pub enum DaemonFault {
     /// The user approves the authorization prompt only after `delay_ms`: a user who is away.
     ApprovalDelay { delay_ms: u64 },

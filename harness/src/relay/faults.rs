@@ -15,7 +15,7 @@ use crate::family::Phase;
 
 /// One fault. Per-call faults name a script step; windowed faults have an onset and a length.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "fault", rename_all = "snake_case")]
+#[serde(tag = "fault", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RelayFault {
     /// The reply to step `step` is sent twice: an at-least-once delivery layer in front of the
     /// relayer.

@@ -36,6 +36,11 @@ fn a_misspelt_or_unknown_field_is_an_error_that_names_it() {
         ("relay", "\"faults\"", "\"fautls\"", "fautls"),
         ("relay", "\"sse_idle_ms\"", "\"sse_idle\"", "sse_idle"),
         ("relay", "\"tick_ms\"", "\"tick\"", "tick"),
+        ("relay", "\"string_id\"", "\"strng_id\"", "strng_id"),
+        ("relay", "\"step\": 3", "\"step\": 3, \"delay\": 5", "delay"),
+        ("channel", "\"read_every_ms\"", "\"read_every\"", "read_every"),
+        ("daemon", "\"client\": 1", "\"clinet\": 1", "clinet"),
+        ("daemon", "\"at_ms\": 1000 }", "\"at_ms\": 1000, \"pid\": 2 }", "pid"),
         ("channel", "\"gateway\"", "\"gateways\"", "gateways"),
         ("daemon", "\"approval_ms\": 300,", "\"approval_ms\": 300, \"aproval_ms\": 1,", "aproval_ms"),
     ] {
