@@ -175,12 +175,7 @@ mod tests {
     #[test]
     fn windows_follow_the_script() {
         let script = ClientScript {
-            steps: vec![bridge_under_test::relay::client::Step {
-                at_ms: 700,
-                id: 1,
-                string_id: false,
-                op: bridge_under_test::relay::client::Op::Ping,
-            }],
+            steps: vec![bridge_under_test::relay::client::Step::new(700, 1, bridge_under_test::relay::client::Op::Ping)],
             end_at_ms: 0,
         };
         assert_eq!(RelayFault::SwallowReply { step: 0 }.window(&script), (700, None));
