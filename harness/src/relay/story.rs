@@ -244,7 +244,7 @@ impl Stories {
                 }
                 (host::RELAYER, kind::FAULT_FIRED) => {
                     let fault = event.text("fault");
-                    if fault == "stream_eof" {
+                    if fault == "stream_eof" || fault == "stream_flap" {
                         continue;
                     }
                     if let Some(n) = owner_of(&carried, event) {

@@ -131,6 +131,9 @@ fn fault(kind: &'static str, timing: &Timing, steps: usize, span_ms: u64) -> Box
             .prop_map(|(at_ms, for_ms)| RelayFault::StreamStall { at_ms, for_ms })
             .boxed(),
         "stream_eof" => at.prop_map(|at_ms| RelayFault::StreamEof { at_ms }).boxed(),
+        "stream_flap" => (at, window, any::<bool>())
+            .prop_map(|(at_ms, for_ms, after_endpoint)| RelayFault::StreamFlap { at_ms, for_ms, after_endpoint })
+            .boxed(),
         "relayer_bounce" => at.prop_map(|at_ms| RelayFault::RelayerBounce { at_ms }).boxed(),
         "link_hold" => (at, window).prop_map(|(at_ms, for_ms)| RelayFault::LinkHold { at_ms, for_ms }).boxed(),
         _ => at.prop_map(|at_ms| RelayFault::StdinEof { at_ms }).boxed(),
