@@ -1173,9 +1173,9 @@ fn no_work_after_ending_flags_a_post_after_the_answer() {
 #[test]
 fn notifications_delivered_flags_a_lost_notification() {
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let good = vec![std_spec(), send(10, &note), http_post(50, "", "", "notifications/initialized", "", 202), eof(9_000)];
+    let good = vec![std_spec(), send(10, &note), http_post(50, "", "", "notifications/initialized", "", 202), eof(30_000)];
     assert_clean(&run(notifications_delivered, good));
-    let bad = vec![std_spec(), send(10, &note), eof(9_000)]; // 1
+    let bad = vec![std_spec(), send(10, &note), eof(30_000)]; // 1
     assert_one(&run(notifications_delivered, bad), "notifications_delivered", 1, "never reached the relayer");
 }
 
@@ -1471,7 +1471,7 @@ fn notifications_delivered_passes_an_accepted_notification() {
 #[test]
 fn notifications_delivered_flags_a_dropped_notification() {
     let mut events = note_sent();
-    events.push(client_eof(9_000)); // 3
+    events.push(client_eof(30_000)); // 3
     assert_one(&run(outcome_checks::notifications_delivered, events), "notifications_delivered", 2, "never reached the relayer");
 }
 
@@ -1723,7 +1723,7 @@ fn notifications_delivered_accounts_each_notification_by_its_own_posts() {
         http_post(50, "", "", "notifications/progress", "", 401),
         send(3_000, &note),
         http_post(3_050, "", "", "notifications/progress", "", 202),
-        eof(9_000),
+        eof(30_000),
     ];
     assert_clean(&run(notifications_delivered, good));
     // Two notifications, one accepted POST: the second never arrived.
@@ -1732,7 +1732,7 @@ fn notifications_delivered_accounts_each_notification_by_its_own_posts() {
         send(10, &note),
         http_post(50, "", "", "notifications/progress", "", 202),
         send(3_000, &note), // 3
-        eof(9_000),
+        eof(30_000),
     ];
     assert_one(&run(notifications_delivered, bad), "notifications_delivered", 3, "never reached the relayer");
 }

@@ -304,7 +304,9 @@ pub fn no_work_after_ending(facts: &Facts<'_>) -> Vec<Violation> {
 /// one after the client's counts.
 pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     let eof = facts.stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
-    let settle = facts.call_timeout_ms + facts.sweep_period_ms;
+    // After heal the bridge may still be backing off before its next stream (up to 15 s) or
+    // waiting out a silent one: the outbox drains once it reconnects.
+    let settle = (facts.call_timeout_ms + facts.sweep_period_ms).max(facts.recovery_ms());
     let posts = &facts.stories.all_posts;
     // Per method: the next POST not yet accounted for.
     let mut next: BTreeMap<String, usize> = BTreeMap::new();
