@@ -36,7 +36,7 @@ pub fn with_bugs(mut scenario: Scenario, bugs: &[&str]) -> Scenario {
 }
 
 pub fn step(at_ms: u64, id: u64, op: Op) -> Step {
-    Step { at_ms, id, string_id: false, op }
+    Step::new(at_ms, id, op)
 }
 
 pub fn call(at_ms: u64, id: u64, tool: Tool, work_ms: u64) -> Step {

@@ -113,7 +113,13 @@ impl Bridge {
             self.write(&jsonrpc::error(None, -32700, "Parse error: the line is not valid JSON"));
             return;
         };
-        match jsonrpc::shape(&msg) {
+        // JSON-RPC 2.0 as MCP profiles it: `"jsonrpc": "2.0"` and an id that is a string or an
+        // integer (never null, never a batch); anything else is an invalid request, answered
+        // under its id only when that id is valid.
+        let valid_id = |id: &Value| id.is_string() || id.is_i64() || id.is_u64();
+        let envelope = msg.get("jsonrpc").and_then(Value::as_str) == Some("2.0") && msg.get("id").is_none_or(valid_id);
+        let shape = if envelope { jsonrpc::shape(&msg) } else { Shape::Invalid };
+        match shape {
             Shape::Request { id, method } if method == "initialize" => self.initialize(&id, msg),
             Shape::Request { id, method } => self.admit(id, method, msg),
             Shape::Notification { method } => {
@@ -124,7 +130,7 @@ impl Bridge {
             }
             Shape::Response { .. } => self.enqueue_note(msg),
             Shape::Invalid => {
-                let id = msg.get("id").filter(|id| !id.is_null());
+                let id = msg.get("id").filter(|id| valid_id(id));
                 emit!(kind::CALL_REPLY, id = "", source = "invalid");
                 self.write(&jsonrpc::error(id, -32600, "Invalid Request: not a JSON-RPC message"));
             }

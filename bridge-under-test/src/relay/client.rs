@@ -2,7 +2,7 @@
 //! their virtual times and records every line it reads back.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
@@ -51,7 +51,129 @@ pub enum Op {
     Call { tool: Tool, work_ms: u64 },
     /// A line that is not JSON.
     Malformed,
+    /// A line that is JSON but not a valid JSON-RPC 2.0 message (MCP speaks no batches).
+    Invalid { form: InvalidForm },
+    /// A client notification (`Cancelled` names the step's id as the request it cancels).
+    Notify { note: Note },
 }
+
+/// Ways a JSON line fails to be a JSON-RPC 2.0 message an MCP peer accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InvalidForm {
+    /// A `ping` request with `"jsonrpc": "1.0"`.
+    WrongVersion,
+    /// A `ping` request without the `jsonrpc` member.
+    NoVersion,
+    /// `{"jsonrpc": "2.0", "id": X}`: neither a request nor a response.
+    NoMethod,
+    /// `{"jsonrpc": "2.0", "id": null}`.
+    NullId,
+    /// A request whose `method` is a number.
+    MethodNotString,
+    /// A `ping` request whose id is `true` (MCP ids are strings or integers).
+    BoolId,
+    /// A JSON number, not an object.
+    NonObject,
+    /// A batch of one `ping` (MCP 2025-11-25 has no batches).
+    Batch,
+    /// An empty batch.
+    EmptyBatch,
+}
+
+impl InvalidForm {
+    pub const ALL: &'static [InvalidForm] = &[
+        Self::WrongVersion,
+        Self::NoVersion,
+        Self::NoMethod,
+        Self::NullId,
+        Self::MethodNotString,
+        Self::BoolId,
+        Self::NonObject,
+        Self::Batch,
+        Self::EmptyBatch,
+    ];
+
+    /// Whether the line carries a valid id the error reply must echo.
+    pub fn carries_id(self) -> bool {
+        matches!(self, Self::WrongVersion | Self::NoVersion | Self::NoMethod | Self::MethodNotString)
+    }
+}
+
+/// The notifications a client sends besides `notifications/initialized`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Note {
+    Cancelled,
+    Progress,
+    RootsListChanged,
+}
+
+impl Note {
+    pub const ALL: &'static [Note] = &[Self::Cancelled, Self::Progress, Self::RootsListChanged];
+
+    pub fn method(self) -> &'static str {
+        match self {
+            Self::Cancelled => "notifications/cancelled",
+            Self::Progress => "notifications/progress",
+            Self::RootsListChanged => "notifications/roots/list_changed",
+        }
+    }
+}
+
+/// The JSON-RPC form of a step's id: every form the protocol allows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdForm {
+    /// `7`
+    #[default]
+    Int,
+    /// `"r7"`
+    Str,
+    /// `"7"`: a string that looks like an integer (distinct from `7`).
+    NumericStr,
+    /// `9007199254741000`: beyond 2^53, where a double loses integers.
+    Large,
+    /// `-8`
+    Negative,
+    /// `0`, whatever the step's number.
+    Zero,
+}
+
+impl IdForm {
+    pub const ALL: &'static [IdForm] = &[Self::Int, Self::Str, Self::NumericStr, Self::Large, Self::Negative, Self::Zero];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Int => "int",
+            Self::Str => "str",
+            Self::NumericStr => "numeric_str",
+            Self::Large => "large",
+            Self::Negative => "negative",
+            Self::Zero => "zero",
+        }
+    }
+
+    /// The form of a wire id (for coverage).
+    pub fn of(id: &Value) -> Option<IdForm> {
+        match id {
+            Value::String(s) if s.parse::<i64>().is_ok() => Some(Self::NumericStr),
+            Value::String(_) => Some(Self::Str),
+            Value::Number(n) if n.as_u64() == Some(0) => Some(Self::Zero),
+            Value::Number(n) if n.as_i64().is_some_and(|n| n < 0) => Some(Self::Negative),
+            Value::Number(n) if n.as_u64().is_some_and(|n| n > LARGE_ID_BASE / 2) => Some(Self::Large),
+            Value::Number(n) if n.as_u64().is_some() => Some(Self::Int),
+            _ => None,
+        }
+    }
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+/// Large ids start just past 2^53.
+pub const LARGE_ID_BASE: u64 = (1 << 53) + 1;
 
 /// An operation at a virtual time, with the JSON-RPC id it uses (ids may repeat).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +184,13 @@ pub struct Step {
     /// Send the id as a string (`"r7"`) rather than a number.
     #[serde(default)]
     pub string_id: bool,
+    /// The id's JSON-RPC form (ignored when `string_id`).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub id_form: IdForm,
+    /// Send at once, even while an earlier request of this id is still owed (a client that
+    /// breaks the protocol's uniqueness rule).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub eager: bool,
     pub op: Op,
 }
 
@@ -69,10 +198,21 @@ impl Step {
     /// The id as it goes on the wire.
     pub fn wire_id(&self) -> Value {
         if self.string_id {
-            json!(format!("r{}", self.id))
-        } else {
-            json!(self.id)
+            return json!(format!("r{}", self.id));
         }
+        match self.id_form {
+            IdForm::Int => json!(self.id),
+            IdForm::Str => json!(format!("r{}", self.id)),
+            IdForm::NumericStr => json!(self.id.to_string()),
+            IdForm::Large => json!(LARGE_ID_BASE + self.id),
+            IdForm::Negative => json!(-(self.id as i64) - 1),
+            IdForm::Zero => json!(0),
+        }
+    }
+
+    /// A step at `at_ms` with id `id` in its plain integer form.
+    pub fn new(at_ms: u64, id: u64, op: Op) -> Self {
+        Self { at_ms, id, string_id: false, id_form: IdForm::Int, eager: false, op }
     }
 
     /// The line this step writes. `action` names the user action (unique per step), so the
@@ -93,6 +233,22 @@ impl Step {
                 "name": tool.name(),
                 "arguments": {"action": format!("a{action}"), "work_ms": work_ms}
             })),
+            Op::Invalid { form } => match form {
+                InvalidForm::WrongVersion => json!({"jsonrpc": "1.0", "id": id, "method": "ping"}),
+                InvalidForm::NoVersion => json!({"id": id, "method": "ping"}),
+                InvalidForm::NoMethod => json!({"jsonrpc": "2.0", "id": id}),
+                InvalidForm::NullId => json!({"jsonrpc": "2.0", "id": null}),
+                InvalidForm::MethodNotString => json!({"jsonrpc": "2.0", "id": id, "method": 7}),
+                InvalidForm::BoolId => json!({"jsonrpc": "2.0", "id": true, "method": "ping"}),
+                InvalidForm::NonObject => json!(42),
+                InvalidForm::Batch => json!([{"jsonrpc": "2.0", "id": id, "method": "ping"}]),
+                InvalidForm::EmptyBatch => json!([]),
+            },
+            Op::Notify { note } => match note {
+                Note::Cancelled => json!({"jsonrpc": "2.0", "method": note.method(), "params": {"requestId": id, "reason": "the user cancelled"}}),
+                Note::Progress => json!({"jsonrpc": "2.0", "method": note.method(), "params": {"progressToken": format!("p{action}"), "progress": 1, "total": 2}}),
+                Note::RootsListChanged => json!({"jsonrpc": "2.0", "method": note.method()}),
+            },
         };
         msg.to_string()
     }
@@ -105,14 +261,24 @@ fn request(id: Value, method: &str, params: Value) -> Value {
 impl Op {
     /// Whether the bridge owes a reply carrying the step's id.
     pub fn expects_reply(&self) -> bool {
-        !matches!(self, Op::Initialized | Op::Malformed)
+        match self {
+            Op::Initialized | Op::Malformed | Op::Notify { .. } => false,
+            Op::Invalid { form } => form.carries_id(),
+            _ => true,
+        }
+    }
+
+    /// Whether the line is not a valid JSON-RPC message (the schema does not apply to it).
+    pub fn malformed(&self) -> bool {
+        matches!(self, Op::Malformed | Op::Invalid { .. })
     }
 }
 
-/// Ids the client is waiting on.
+/// Ids the client is waiting on, with how many answers each still owes (an eager step may send
+/// an id that is still owed).
 #[derive(Default)]
 struct Owed {
-    ids: RefCell<BTreeSet<String>>,
+    ids: RefCell<BTreeMap<String, usize>>,
     changed: Notify,
 }
 
@@ -120,15 +286,27 @@ impl Owed {
     fn settle(&self, line: &str) {
         let msg: Value = serde_json::from_str(line).unwrap_or(Value::Null);
         if let Some(id) = msg.get("id").filter(|_| msg.get("method").is_none()) {
-            self.ids.borrow_mut().remove(&id.to_string());
+            let mut ids = self.ids.borrow_mut();
+            let key = id.to_string();
+            if let Some(count) = ids.get_mut(&key) {
+                *count -= 1;
+                if *count == 0 {
+                    ids.remove(&key);
+                }
+            }
+            drop(ids);
             self.changed.notify_waiters();
         }
+    }
+
+    fn owe(&self, id: String) {
+        *self.ids.borrow_mut().entry(id).or_default() += 1;
     }
 
     async fn wait_free(&self, id: &str) {
         loop {
             let changed = self.changed.notified();
-            if !self.ids.borrow().contains(id) {
+            if !self.ids.borrow().contains_key(id) {
                 return;
             }
             changed.await;
@@ -175,14 +353,16 @@ pub async fn run(
         if step.op.expects_reply() {
             // A client never reuses an id that is still in flight: wait for its answer.
             let id = step.wire_id().to_string();
-            tokio::select! {
-                () = owed.wait_free(&id) => {}
-                () = close_stdin.notified() => { reason = "fault"; break 'script; }
+            if !step.eager {
+                tokio::select! {
+                    () = owed.wait_free(&id) => {}
+                    () = close_stdin.notified() => { reason = "fault"; break 'script; }
+                }
             }
-            owed.ids.borrow_mut().insert(id);
+            owed.owe(id);
         }
         let line = step.line(action);
-        emit!(kind::MCP_SEND, msg = %line, malformed = matches!(step.op, Op::Malformed));
+        emit!(kind::MCP_SEND, msg = %line, malformed = step.op.malformed());
         stdio::write_chopped(&mut stdin, format!("{line}\n").as_bytes(), &mut rng).await?;
     }
     if reason == "end" {

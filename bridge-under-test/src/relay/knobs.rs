@@ -31,6 +31,9 @@ pub struct RelayerKnobs {
     pub stalls: u64,
     /// Bumped to end every open stream (EOF).
     pub eof_epoch: u64,
+    /// While set, every stream opened is dropped at once: before its endpoint event (`false`)
+    /// or right after it (`true`): a proxy that accepts connections and cuts them.
+    pub flap: Option<bool>,
     /// Every POST is answered with this status instead of being served.
     pub reject_status: Option<u16>,
     /// Woken whenever a knob changes, so idle streams re-read them.

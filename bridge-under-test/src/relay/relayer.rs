@@ -136,14 +136,20 @@ async fn stream(
     body: mpsc::UnboundedSender<Bytes>,
 ) {
     let config = &app.0.config;
-    let (changed, epoch, stalls_at_open) = {
+    let (changed, epoch, stalls_at_open, flap) = {
         let knobs = lock(&app.0.knobs);
-        (knobs.changed.clone(), knobs.eof_epoch, knobs.stalls)
+        (knobs.changed.clone(), knobs.eof_epoch, knobs.stalls, knobs.flap)
     };
     let authority = format!("{}:{RELAYER_PORT}", host::RELAYER);
     let mut backlog = VecDeque::from([style.opening(&authority, &format!("/messages?sessionId={session}"))]);
     let mut keepalive_at = seam::now() + std::time::Duration::from_millis(config.first_keepalive_ms);
-    loop {
+    if let Some(after_endpoint) = flap {
+        emit!(kind::FAULT_FIRED, fault = "stream_flap", id = "", client_id = "", action = "", session = %session);
+        if after_endpoint {
+            flush(&app, &mut backlog, &body);
+        }
+    }
+    while flap.is_none() {
         let notified = changed.notified();
         let (stall, eof) = {
             let knobs = lock(&app.0.knobs);

@@ -14,6 +14,7 @@ use crate::trace::{Trace, TraceEvent, Violation};
 use super::outcome_checks;
 use super::story::Stories;
 use super::stream_checks;
+use super::wire;
 
 /// The checkers, by name: `(name, function)`.
 pub const CHECKERS: &[(&str, Checker)] = &[
@@ -39,6 +40,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("sessions_initialized", outcome_checks::sessions_initialized),
     ("reconnect_discipline", outcome_checks::reconnect_discipline),
     ("quiescence", outcome_checks::quiescence),
+    ("wire_conformance", wire::wire_conformance),
 ];
 
 pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
@@ -54,10 +56,24 @@ pub fn check(trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
 pub struct Request {
     pub index: usize,
     pub at_ms: u64,
-    /// Canonical id; `None` for a malformed line (answered without an id).
+    /// Canonical id; `None` for a line whose error reply carries no id.
     pub id: Option<String>,
+    /// Empty for a line that is not a valid request (answered with `local`).
     pub method: String,
     pub answered: Option<Answer>,
+    /// The JSON-RPC error the line calls for, predicted from the line alone (`wire::predict`).
+    pub local: Option<i64>,
+    /// Sent while an earlier request of its id was still owed: JSON-RPC forbids reusing an id
+    /// in flight, so it calls for an invalid-request error (`wire_conformance` judges it).
+    pub dup: bool,
+}
+
+impl Request {
+    /// A request the relayer is to answer: a valid, non-duplicate request other than
+    /// `initialize` (which the bridge answers itself).
+    pub fn judged(&self) -> bool {
+        self.id.is_some() && !self.method.is_empty() && self.method != "initialize" && !self.dup
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -113,14 +129,17 @@ impl<'a> Facts<'a> {
             }
             let msg = message(event);
             if event.kind == kind::MCP_SEND {
-                let malformed = event.get("malformed") == Some(&Value::Bool(true));
-                let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
-                let id = msg.get("id").filter(|id| !id.is_null()).map(Value::to_string);
-                if malformed || (id.is_some() && !method.is_empty()) {
-                    let id = if malformed { None } else { id };
-                    outstanding.entry(id.clone()).or_default().push(self.requests.len());
-                    self.requests.push(Request { index, at_ms: event.at_ms, id, method, answered: None });
-                }
+                let (id, method, local) = match wire::predict(&event.text("msg")) {
+                    wire::Expect::Silent => continue,
+                    wire::Expect::Request { id, method } => (Some(id), method, None),
+                    wire::Expect::Error { code, id } => (id, String::new(), Some(code)),
+                };
+                let queue = outstanding.entry(id.clone()).or_default();
+                let requests = &self.requests;
+                let dup = id.is_some() && queue.iter().any(|r| requests[*r].local.is_none());
+                queue.push(self.requests.len());
+                let local = if dup { Some(wire::INVALID_REQUEST) } else { local };
+                self.requests.push(Request { index, at_ms: event.at_ms, id, method, answered: None, local, dup });
             } else if event.kind == kind::MCP_RECV && is_response(&msg) {
                 let id = msg.get("id").filter(|id| !id.is_null()).map(Value::to_string);
                 let queue = outstanding.entry(id.clone()).or_default();
@@ -128,7 +147,13 @@ impl<'a> Facts<'a> {
                     let known = self.requests.iter().any(|r| r.id == id);
                     self.unmatched.push((index, id.unwrap_or_default(), known));
                 } else {
-                    let request = queue.remove(0);
+                    // A local error answers the oldest line that called for one (an invalid line,
+                    // an id sent twice: the bridge refuses those at once), not a request still in
+                    // flight under the same id.
+                    let code = msg.pointer("/error/code").and_then(Value::as_i64);
+                    let requests = &self.requests;
+                    let local = queue.iter().position(|r| code.is_some() && requests[*r].local == code);
+                    let request = queue.remove(local.unwrap_or(0));
                     self.requests[request].answered = Some(Answer { index, at_ms: event.at_ms, msg });
                 }
             }

@@ -834,6 +834,7 @@ fn checkers_table_lists_the_relay_invariants() {
             "sessions_initialized",
             "reconnect_discipline",
             "quiescence",
+            "wire_conformance",
         ]
     );
 }
@@ -1172,9 +1173,9 @@ fn no_work_after_ending_flags_a_post_after_the_answer() {
 #[test]
 fn notifications_delivered_flags_a_lost_notification() {
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let good = vec![std_spec(), send(10, &note), http_post(50, "", "", "notifications/initialized", "", 202), eof(9_000)];
+    let good = vec![std_spec(), send(10, &note), http_post(50, "", "", "notifications/initialized", "", 202), eof(30_000)];
     assert_clean(&run(notifications_delivered, good));
-    let bad = vec![std_spec(), send(10, &note), eof(9_000)]; // 1
+    let bad = vec![std_spec(), send(10, &note), eof(30_000)]; // 1
     assert_one(&run(notifications_delivered, bad), "notifications_delivered", 1, "never reached the relayer");
 }
 
@@ -1470,7 +1471,7 @@ fn notifications_delivered_passes_an_accepted_notification() {
 #[test]
 fn notifications_delivered_flags_a_dropped_notification() {
     let mut events = note_sent();
-    events.push(client_eof(9_000)); // 3
+    events.push(client_eof(30_000)); // 3
     assert_one(&run(outcome_checks::notifications_delivered, events), "notifications_delivered", 2, "never reached the relayer");
 }
 
@@ -1614,4 +1615,139 @@ fn reconnect_discipline_counts_a_close_a_link_hold_hid_as_the_bridge_saw_it() {
     ];
     assert_clean(&run(reconnect_discipline, events(4_950)));
     assert_one(&run(reconnect_discipline, events(4_600)), "reconnect_discipline", 7, "backoff is 500 ms");
+}
+
+// ---- wire conformance and the lifecycle's notification ----------------------------------------
+
+use crate::relay::wire::wire_conformance;
+
+/// The client writes a raw line (not necessarily JSON).
+fn send_line(at_ms: u64, line: &str) -> TraceEvent {
+    TraceEvent::new(at_ms, host::CLIENT, kind::MCP_SEND, &[("msg", json!(line)), ("malformed", json!(true))])
+}
+
+#[test]
+fn wire_conformance_passes_the_errors_json_rpc_prescribes() {
+    let events = vec![
+        std_spec(),
+        send_malformed(10),
+        recv(11, &rpc_error(None, -32700, "Parse error")),
+        send_line(20, r#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#),
+        recv(21, &rpc_error(Some(json!("a")), -32600, "Invalid Request")),
+        send_line(30, r#"{"jsonrpc":"2.0","id":null}"#),
+        recv(31, &rpc_error(None, -32600, "Invalid Request")),
+        send_line(40, "[]"),
+        recv(41, &rpc_error(None, -32600, "Invalid Request")),
+        send(50, &json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": 1}})),
+        send(60, &initialize(json!(0))),
+        recv(61, &initialize_result(json!(0))),
+    ];
+    assert_clean(&run(wire_conformance, events));
+}
+
+#[test]
+fn wire_conformance_flags_a_wrong_code_a_lost_id_and_a_forwarded_invalid_request() {
+    // A parse error with its sign flipped.
+    let flipped = vec![std_spec(), send_malformed(10), recv(11, &rpc_error(None, 32700, "Parse error"))]; // 2
+    assert_one(&run(wire_conformance, flipped), "wire_conformance", 2, "calls for JSON-RPC error -32700 with no id");
+    // An invalid request whose reply lost the line's id: the line with id 3 is never answered.
+    let lost_id = vec![std_spec(), send_line(10, r#"{"jsonrpc":"2.0","id":3}"#), recv(11, &rpc_error(None, -32600, "Invalid Request"))]; // 1
+    assert_one(&run(wire_conformance, lost_id), "wire_conformance", 1, "under id 3, but the client never read it");
+    // A request without "jsonrpc": "2.0" forwarded and answered as if valid.
+    let forwarded = vec![std_spec(), send_line(10, r#"{"id":4,"method":"ping"}"#), recv(300, &json!({"jsonrpc": "2.0", "id": 4, "result": {}}))]; // 2
+    assert_one(&run(wire_conformance, forwarded), "wire_conformance", 2, "the client read");
+}
+
+#[test]
+fn wire_conformance_judges_an_id_sent_while_still_owed() {
+    // Id 1 is sent again while the call is in flight: the duplicate is refused at once, the call
+    // still gets its own answer.
+    let good = vec![
+        std_spec(),
+        send(10, &call(json!(1), "a1")),
+        send(20, &list(json!(1))),
+        recv(21, &rpc_error(Some(json!(1)), -32600, "still in flight")),
+        recv(200, &tool_result(json!(1), "remember a1: done", false)),
+    ];
+    assert_clean(&run(wire_conformance, good));
+    // A bridge that admits the duplicate: no refusal, two answers.
+    let bad = vec![
+        std_spec(),
+        send(10, &call(json!(1), "a1")),
+        send(20, &list(json!(1))),
+        recv(200, &tool_result(json!(1), "remember a1: done", false)),
+        recv(300, &list_result(json!(1))), // 4
+    ];
+    assert_one(&run(wire_conformance, bad), "wire_conformance", 4, "its id was still in flight");
+}
+
+#[test]
+fn wire_conformance_flags_an_initialize_the_relayer_answered() {
+    let relayers = json!({"jsonrpc": "2.0", "id": "relay-1", "result": initialize_result(json!(0))["result"].clone()});
+    let forwarded = vec![
+        std_spec(),
+        send(10, &initialize(json!(0))),
+        reply_sent(40, "0", "", &relayers),
+        recv(50, &initialize_result(json!(0))), // 3
+    ];
+    assert_one(&run(wire_conformance, forwarded), "wire_conformance", 3, "the relayer's reply");
+    let late = vec![std_spec(), send(10, &initialize(json!(0))), recv(900, &initialize_result(json!(0)))]; // 2
+    assert_one(&run(wire_conformance, late), "wire_conformance", 2, "only after 890 ms");
+    let never = vec![std_spec(), send(10, &initialize(json!(0)))]; // 1
+    assert_one(&run(wire_conformance, never), "wire_conformance", 1, "never answered");
+}
+
+#[test]
+fn sessions_initialized_holds_the_initialized_notification_to_the_client() {
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let init = || http_post(40, "\"relay-init-1\"", "", "initialize", "", 202);
+    let forwarded = || http_post(45, "", "", "notifications/initialized", "", 202);
+    let the_call = || http_post(50, "\"relay-1\"", "1", "tools/call", "a1", 202);
+    let good = vec![std_spec(), send(5, &note), send(10, &call(json!(1), "a1")), init(), forwarded(), the_call()];
+    assert_clean(&run(sessions_initialized, good));
+    // The client sent its notification, but the session got the call without it.
+    let missing = vec![std_spec(), send(5, &note), send(10, &call(json!(1), "a1")), init(), the_call()]; // 4
+    assert_one(&run(sessions_initialized, missing), "sessions_initialized", 4, "before notifications/initialized");
+    // The bridge sent the notification on its own: the client never did.
+    let invented = vec![std_spec(), send(10, &call(json!(1), "a1")), init(), forwarded(), the_call()]; // 3
+    assert_one(&run(sessions_initialized, invented), "sessions_initialized", 3, "the client had not sent it");
+}
+
+#[test]
+fn notifications_delivered_accounts_each_notification_by_its_own_posts() {
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": 1}});
+    // The first is refused for good (401), the second accepted: both accounted for.
+    let good = vec![
+        std_spec(),
+        send(10, &note),
+        http_post(50, "", "", "notifications/progress", "", 401),
+        send(3_000, &note),
+        http_post(3_050, "", "", "notifications/progress", "", 202),
+        eof(30_000),
+    ];
+    assert_clean(&run(notifications_delivered, good));
+    // Two notifications, one accepted POST: the second never arrived.
+    let bad = vec![
+        std_spec(),
+        send(10, &note),
+        http_post(50, "", "", "notifications/progress", "", 202),
+        send(3_000, &note), // 3
+        eof(30_000),
+    ];
+    assert_one(&run(notifications_delivered, bad), "notifications_delivered", 3, "never reached the relayer");
+}
+
+#[test]
+fn prompt_rejection_waits_for_a_link_hold_that_met_the_answer() {
+    // The 401 at 50 is held in the network until 800: an answer at 850 is prompt.
+    let events = |answer_at: u64| vec![
+        std_spec(),
+        send(10, &call(json!(1), "a1")),
+        http_post(50, "\"relay-1\"", "1", "tools/call", "a1", 401),
+        TraceEvent::new(50, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("link_hold")), ("phase", json!("start")), ("detail", json!("h"))]),
+        TraceEvent::new(800, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("link_hold")), ("phase", json!("end")), ("detail", json!("h"))]),
+        recv(answer_at, &tool_result(json!(1), "the relayer rejected the credentials (HTTP 401)", true)), // 5
+    ];
+    assert_clean(&run(prompt_rejection, events(850)));
+    assert_one(&run(prompt_rejection, events(1_500)), "prompt_rejection", 2, "answered 1450 ms after");
 }

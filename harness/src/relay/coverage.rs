@@ -14,6 +14,8 @@ use crate::trace::Trace;
 use super::checks::{error_text, Facts};
 use super::faults::KINDS;
 use super::story::same_reply;
+use super::wire::PARSE_ERROR;
+use bridge_under_test::relay::client::IdForm;
 
 /// A fault against the phase of a request in flight when it struck: `queued` (the client sent it,
 /// the relayer has no POST of it yet), `posted` (the relayer has it, no execution yet), `running`
@@ -32,6 +34,21 @@ pub const METHODS: &[&str] = &["tools/call", "tools/list", "ping"];
 
 /// The ending of a request whose id the client used again afterwards.
 pub const REUSE: &str = "id reused after ending";
+
+/// How each request ended, by the JSON-RPC form of its id.
+pub const ID_FORM: &str = "id form × ending";
+pub const ID_FORMS: &[&str] = &["int", "str", "numeric_str", "large", "negative", "zero"];
+
+/// When the client sent a notification: before the relayer served any stream (`no_session`),
+/// while a request was in each phase, with nothing in flight (`idle`), inside a fault's window
+/// (`fault`, give or take half a second), or within a second of closing stdin (`before_eof`).
+pub const NOTE_MOMENT: &str = "notification × moment";
+pub const NOTES: &[&str] = &["notifications/cancelled", "notifications/progress", "notifications/roots/list_changed"];
+pub const MOMENTS: &[&str] = &["no_session", "queued", "posted", "running", "replying", "idle", "fault", "before_eof"];
+
+/// Lines that call for a local JSON-RPC error, by form (read from the line, `wire::predict`).
+pub const LOCAL_ERROR: &str = "local error × reply";
+pub const LOCAL_FORMS: &[&str] = &["parse_error", "invalid_with_id", "invalid_without_id", "id_in_flight"];
 
 /// Faults that act on one request (fired at the relayer at a phase fixed by what they do).
 const PER_STEP: &[&str] = &["duplicate_reply", "late_reply", "swallow_reply", "slow_tool"];
@@ -79,6 +96,22 @@ pub const TABLES: &[Table] = &[
         cols: &["reused"],
         unreachable: &[("shutdown", "reused"), ("unanswered", "reused")],
     },
+    Table {
+        name: ID_FORM,
+        rows: ID_FORMS,
+        cols: ENDINGS,
+        // As in the ending table: a request left unanswered is a violation, not a case.
+        unreachable: &[
+            ("int", "unanswered"),
+            ("str", "unanswered"),
+            ("numeric_str", "unanswered"),
+            ("large", "unanswered"),
+            ("negative", "unanswered"),
+            ("zero", "unanswered"),
+        ],
+    },
+    Table { name: NOTE_MOMENT, rows: NOTES, cols: MOMENTS, unreachable: &[] },
+    Table { name: LOCAL_ERROR, rows: LOCAL_FORMS, cols: &["answered"], unreachable: &[] },
 ];
 
 /// The cells one run's trace hits (each at most once per case, but per-kind injections).
@@ -130,6 +163,56 @@ pub fn observe(trace: &Trace) -> Vec<Cell> {
         }
     }
     cells.extend(endings.into_iter().map(|(method, ending)| Cell::new(ENDING, method, ending)));
+    let mut forms = BTreeSet::new();
+    for n in 0..facts.requests.len() {
+        let request = &facts.requests[n];
+        if request.method.is_empty() || request.method == "initialize" {
+            continue;
+        }
+        let id: Value = request.id.as_deref().and_then(|id| serde_json::from_str(id).ok()).unwrap_or(Value::Null);
+        if let Some(form) = IdForm::of(&id) {
+            forms.insert((form.name(), ending_of(&facts, n)));
+        }
+    }
+    cells.extend(forms.into_iter().map(|(form, ending)| Cell::new(ID_FORM, form, ending)));
+    let mut locals = BTreeSet::new();
+    for request in facts.requests.iter().filter(|r| r.local.is_some() && r.answered.is_some()) {
+        let form = match (request.local, &request.id) {
+            _ if request.dup => "id_in_flight",
+            (Some(PARSE_ERROR), _) => "parse_error",
+            (_, Some(_)) => "invalid_with_id",
+            (_, None) => "invalid_without_id",
+        };
+        locals.insert(form);
+    }
+    cells.extend(locals.into_iter().map(|form| Cell::new(LOCAL_ERROR, form, "answered")));
+    let mut moments = BTreeSet::new();
+    let eof = facts.stories.client_eof.as_ref().map(|(_, at, _)| *at);
+    for (index, event) in trace.events.iter().enumerate().filter(|(_, e)| e.host == host::CLIENT && e.kind == kind::MCP_SEND) {
+        let method = crate::check::message(event).get("method").and_then(Value::as_str).unwrap_or("").to_string();
+        if !NOTES.contains(&method.as_str()) {
+            continue;
+        }
+        let at = event.at_ms;
+        if !facts.stories.streams.iter().any(|s| s.opened_ms <= at) {
+            moments.insert((method.clone(), "no_session"));
+        }
+        let phases: Vec<&str> = calls.iter().filter_map(|n| phase_of(&facts, *n, at, index)).collect();
+        if phases.is_empty() {
+            moments.insert((method.clone(), "idle"));
+        }
+        for phase in phases {
+            moments.insert((method.clone(), phase));
+        }
+        // Around a fault: inside its window, or within half a second of an instant one.
+        if facts.stories.global_faults.iter().any(|(_, start, end)| *start <= at + 500 && at <= *end + 500) {
+            moments.insert((method.clone(), "fault"));
+        }
+        if eof.is_some_and(|eof| eof >= at && eof <= at + 1_000) {
+            moments.insert((method.clone(), "before_eof"));
+        }
+    }
+    cells.extend(moments.into_iter().map(|(method, moment)| Cell::new(NOTE_MOMENT, method, moment)));
     cells.extend(reused.into_iter().map(|ending| Cell::new(REUSE, ending, "reused")));
     cells
 }

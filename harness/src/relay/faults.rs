@@ -37,6 +37,10 @@ pub enum RelayFault {
     StreamStall { at_ms: u64, for_ms: u64 },
     /// Every open stream ends: a load balancer cutting long-lived connections.
     StreamEof { at_ms: u64 },
+    /// Every open stream ends, and for a while every new stream is dropped as soon as it is
+    /// accepted, before its endpoint event or right after it: a proxy that accepts connections
+    /// and cuts them, again and again.
+    StreamFlap { at_ms: u64, for_ms: u64, after_endpoint: bool },
     /// The relayer restarts: its sessions are lost, POSTs to them answer 404.
     RelayerBounce { at_ms: u64 },
     /// The network between bridge and relayer holds every message, then delivers them: a
@@ -56,6 +60,7 @@ pub const KINDS: &[&str] = &[
     "withhold_replies",
     "stream_stall",
     "stream_eof",
+    "stream_flap",
     "relayer_bounce",
     "link_hold",
     "stdin_eof",
@@ -73,6 +78,7 @@ impl RelayFault {
             Self::WithholdReplies { .. } => "withhold_replies",
             Self::StreamStall { .. } => "stream_stall",
             Self::StreamEof { .. } => "stream_eof",
+            Self::StreamFlap { .. } => "stream_flap",
             Self::RelayerBounce { .. } => "relayer_bounce",
             Self::LinkHold { .. } => "link_hold",
             Self::StdinEof { .. } => "stdin_eof",
@@ -91,7 +97,8 @@ impl RelayFault {
             Self::PostReject { at_ms, for_ms, .. }
             | Self::WithholdReplies { at_ms, for_ms }
             | Self::StreamStall { at_ms, for_ms }
-            | Self::LinkHold { at_ms, for_ms } => (*at_ms, Some(at_ms + for_ms)),
+            | Self::LinkHold { at_ms, for_ms }
+            | Self::StreamFlap { at_ms, for_ms, .. } => (*at_ms, Some(at_ms + for_ms)),
             Self::StreamEof { at_ms } | Self::RelayerBounce { at_ms } | Self::StdinEof { at_ms } => {
                 (*at_ms, None)
             }
@@ -133,6 +140,12 @@ pub fn apply(fault: &RelayFault, phase: Phase, sim: &mut turmoil::Sim<'_>, targe
         RelayFault::WithholdReplies { .. } => knobs.withhold_replies = on,
         RelayFault::StreamStall { .. } => knobs.set_stall(on),
         RelayFault::StreamEof { .. } => knobs.eof_epoch += 1,
+        RelayFault::StreamFlap { after_endpoint, .. } => {
+            knobs.flap = on.then_some(*after_endpoint);
+            if on {
+                knobs.eof_epoch += 1;
+            }
+        }
         RelayFault::RelayerBounce { .. } => sim.bounce(host::RELAYER),
         RelayFault::LinkHold { .. } if on => sim.hold(host::BRIDGE, host::RELAYER),
         RelayFault::LinkHold { .. } => sim.release(host::BRIDGE, host::RELAYER),
@@ -146,6 +159,7 @@ pub fn heal(sim: &mut turmoil::Sim<'_>, knobs: &SharedKnobs) {
     let mut knobs = lock(knobs);
     knobs.reject_status = None;
     knobs.withhold_replies = false;
+    knobs.flap = None;
     knobs.set_stall(false);
     knobs.notify();
     drop(knobs);
@@ -175,12 +189,7 @@ mod tests {
     #[test]
     fn windows_follow_the_script() {
         let script = ClientScript {
-            steps: vec![bridge_under_test::relay::client::Step {
-                at_ms: 700,
-                id: 1,
-                string_id: false,
-                op: bridge_under_test::relay::client::Op::Ping,
-            }],
+            steps: vec![bridge_under_test::relay::client::Step::new(700, 1, bridge_under_test::relay::client::Op::Ping)],
             end_at_ms: 0,
         };
         assert_eq!(RelayFault::SwallowReply { step: 0 }.window(&script), (700, None));

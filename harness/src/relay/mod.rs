@@ -8,6 +8,7 @@ pub mod outcome_checks;
 pub mod story;
 pub mod strategy;
 pub mod stream_checks;
+pub mod wire;
 
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};

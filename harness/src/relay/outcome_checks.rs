@@ -2,12 +2,13 @@
 //! boundaries (the client's stdio, the relayer's log and streams) must close. The bridge's own
 //! events only explain.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
 use super::checks::{error_text, Facts, Request};
+use super::wire;
 use super::story::{same_reply, Sent, Story};
 use crate::check::{capped, message};
 use crate::trace::Violation;
@@ -79,16 +80,12 @@ impl Facts<'_> {
     }
 }
 
-fn judged(request: &Request) -> bool {
-    request.id.is_some() && request.method != "initialize"
-}
-
 /// A request no fault touched succeeds with the relayer's own answer (and so does every request
 /// after heal, since nothing touches those).
 pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for (n, request) in facts.requests.iter().enumerate() {
-        if !judged(request) || facts.touched(n).is_some() {
+        if !request.judged() || facts.touched(n).is_some() {
             continue;
         }
         let story = &facts.stories.of[n];
@@ -117,7 +114,7 @@ pub fn reply_accounting(facts: &Facts<'_>) -> Vec<Violation> {
     let slack = facts.slack_ms;
     let eof = facts.stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
     for (n, request) in facts.requests.iter().enumerate() {
-        if !judged(request) {
+        if !request.judged() {
             continue;
         }
         let story = &facts.stories.of[n];
@@ -176,7 +173,7 @@ pub fn reply_accounting(facts: &Facts<'_>) -> Vec<Violation> {
 pub fn truthful_endings(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for (n, request) in facts.requests.iter().enumerate() {
-        let (Some(answer), true) = (&request.answered, judged(request)) else { continue };
+        let (Some(answer), true) = (&request.answered, request.judged()) else { continue };
         let story = &facts.stories.of[n];
         if Facts::relayer_sent(story, &answer.msg).is_some() {
             continue;
@@ -226,7 +223,7 @@ pub fn prompt_rejection(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     let bound = 2 * facts.slack_ms + 100;
     for (n, request) in facts.requests.iter().enumerate() {
-        if !judged(request) {
+        if !request.judged() {
             continue;
         }
         // The retries belong to one send: a run of transient refusals is definitive only when
@@ -246,8 +243,17 @@ pub fn prompt_rejection(facts: &Facts<'_>) -> Vec<Violation> {
             transient > POST_RETRIES
         });
         let Some(post) = definitive else { continue };
+        // The HTTP answer reaches the bridge when a link hold that met it in transit ends.
+        let held_until = facts
+            .stories
+            .holds
+            .iter()
+            .filter(|h| !h.older_streams_only && h.start_ms <= post.at_ms + facts.slack_ms && post.at_ms <= h.end_ms)
+            .map(|h| h.end_ms)
+            .max()
+            .unwrap_or(post.at_ms);
         let late = match &request.answered {
-            Some(answer) if answer.at_ms <= post.at_ms + bound || answer.at_ms < post.at_ms => continue,
+            Some(answer) if answer.at_ms <= held_until.max(post.at_ms) + bound || answer.at_ms < post.at_ms => continue,
             Some(answer) => format!("answered {} ms after", answer.at_ms - post.at_ms),
             None if post.at_ms + bound > facts.horizon_ms => continue,
             None => "never answered after".to_string(),
@@ -265,7 +271,7 @@ pub fn prompt_rejection(facts: &Facts<'_>) -> Vec<Violation> {
 pub fn no_work_after_ending(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for (n, request) in facts.requests.iter().enumerate() {
-        let (Some(answer), true) = (&request.answered, judged(request)) else { continue };
+        let (Some(answer), true) = (&request.answered, request.judged()) else { continue };
         let story = &facts.stories.of[n];
         let cutoff = answer.at_ms + 2 * facts.slack_ms;
         let held = |at: u64| facts.stories.holds.iter().any(|h| !h.older_streams_only && h.start_ms <= at && h.end_ms + facts.slack_ms >= answer.at_ms);
@@ -290,11 +296,20 @@ pub fn no_work_after_ending(facts: &Facts<'_>) -> Vec<Violation> {
 }
 
 /// Every notification the client sent reaches the relayer (a POST it accepted) unless the client
-/// closed first or the relayer refused it for good.
+/// closed first or the relayer refused it for good. The relayer's POSTs of one method come in
+/// the client's order, each notification's as a run: transient refusals (429, 5xx) and 404s
+/// (sent again to the next session) until one is accepted, refused for good (401, 403), or
+/// refused transiently more often than the retries allow on one session.
+/// `notifications/initialized` is also sent by the bridge itself to every session: any accepted
+/// one after the client's counts.
 pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     let eof = facts.stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
-    let settle = facts.call_timeout_ms + facts.sweep_period_ms;
-    let mut used = BTreeSet::new();
+    // After heal the bridge may still be backing off before its next stream (up to 15 s) or
+    // waiting out a silent one: the outbox drains once it reconnects.
+    let settle = (facts.call_timeout_ms + facts.sweep_period_ms).max(facts.recovery_ms());
+    let posts = &facts.stories.all_posts;
+    // Per method: the next POST not yet accounted for.
+    let mut next: BTreeMap<String, usize> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts.trace.events.iter().enumerate() {
         if event.host != host::CLIENT || event.kind != kind::MCP_SEND {
@@ -302,20 +317,47 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
         }
         let msg = message(event);
         let Some(method) = msg.get("method").and_then(Value::as_str) else { continue };
-        if msg.get("id").is_some_and(|id| !id.is_null()) {
+        if msg.get("id").is_some() || wire::predict(&event.text("msg")) != wire::Expect::Silent {
             continue;
         }
-        let posts = &facts.stories.all_posts;
-        let delivered = posts.iter().enumerate().find(|(k, (_, at, _, id, m, status))| {
-            !used.contains(k) && id.is_empty() && m == method && *status == 202 && at + facts.slack_ms >= event.at_ms
-        });
-        if let Some((k, _)) = delivered {
-            used.insert(k);
-            continue;
-        }
+        let of_method = |(_, at, _, id, m, _): &&(usize, u64, String, String, String, u64)| {
+            id.is_empty() && m == method && at + facts.slack_ms >= event.at_ms
+        };
+        let (delivered, refused) = if method == "notifications/initialized" {
+            let delivered = posts.iter().filter(of_method).any(|p| p.5 == 202);
+            (delivered, posts.iter().filter(of_method).any(|p| p.5 != 202))
+        } else {
+            let start = next.get(method).copied().unwrap_or(0);
+            let mut outcome = (false, false);
+            let (mut transient, mut session) = (0, "");
+            let mut consumed = start;
+            for (k, post) in posts.iter().enumerate().skip(start) {
+                if !of_method(&post) {
+                    continue;
+                }
+                consumed = k + 1;
+                if post.2 != session {
+                    (transient, session) = (0, post.2.as_str());
+                }
+                match post.5 {
+                    202 => outcome = (true, false),
+                    404 => continue,
+                    429 | 500..=599 => {
+                        transient += 1;
+                        if transient <= POST_RETRIES {
+                            continue;
+                        }
+                        outcome = (false, true);
+                    }
+                    _ => outcome = (false, true),
+                }
+                break;
+            }
+            next.insert(method.to_string(), consumed);
+            outcome
+        };
         let from = facts.stories.heal_ms.unwrap_or(0).max(event.at_ms);
-        let refused = posts.iter().any(|(_, at, _, id, m, status)| id.is_empty() && m == method && *status != 202 && *at + facts.slack_ms >= event.at_ms);
-        if eof < from + settle || refused {
+        if delivered || refused || eof < from + settle {
             continue;
         }
         let detail = format!("notification {method} sent at {} ms never reached the relayer (stdin closed at {eof} ms)", event.at_ms);
@@ -326,13 +368,35 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
 
 /// Every session that carries a request was initialized first: the relayer received an
 /// `initialize` on it (accepted, or refused by a fault the bridge then met) before any other
-/// request but `ping`.
+/// request but `ping`. And the lifecycle's second half, `notifications/initialized`: the relayer
+/// receives it only once the client has sent its own, and once it has, every session that
+/// accepted an `initialize` receives the notification before any request the client sent after
+/// it.
 pub fn sessions_initialized(facts: &Facts<'_>) -> Vec<Violation> {
+    const NOTE: &str = "notifications/initialized";
     let mut initialized = BTreeSet::new();
     let mut found = Vec::new();
-    for (index, _, session, id, method, status) in &facts.stories.all_posts {
+    let client_note = facts.trace.events.iter().enumerate().find(|(_, e)| {
+        let msg = message(e);
+        e.host == host::CLIENT && e.kind == kind::MCP_SEND && msg.get("method").and_then(Value::as_str) == Some(NOTE) && msg.get("id").is_none()
+    });
+    let client_note = client_note.map(|(index, e)| (index, e.at_ms));
+    // Per session: the first `initialize` it accepted and the first `notifications/initialized`.
+    let mut accepted_init: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut noted: BTreeMap<&str, usize> = BTreeMap::new();
+    for (index, at, session, id, method, status) in &facts.stories.all_posts {
         if method == "initialize" {
             initialized.insert(session.clone());
+            if *status == 202 {
+                accepted_init.entry(session.as_str()).or_insert(*index);
+            }
+        }
+        if method == NOTE && id.is_empty() {
+            noted.entry(session.as_str()).or_insert(*index);
+            if client_note.is_none_or(|(_, sent)| sent > *at + facts.slack_ms) {
+                let detail = format!("the relayer received {NOTE} on session {session} at {at} ms, but the client had not sent it");
+                found.push(facts.violation("sessions_initialized", *index, detail));
+            }
         }
         if *status != 202 || id.is_empty() {
             continue;
@@ -342,6 +406,24 @@ pub fn sessions_initialized(facts: &Facts<'_>) -> Vec<Violation> {
         } else if method != "ping" && !initialized.contains(session) {
             let detail = format!("{method} id {id} on session {session}, which was never initialized");
             found.push(facts.violation("sessions_initialized", *index, detail));
+        }
+    }
+    let Some((note_index, note_at)) = client_note else { return capped(found) };
+    for (n, request) in facts.requests.iter().enumerate() {
+        if request.index < note_index || !request.judged() || request.method == "ping" {
+            continue;
+        }
+        let post = facts.stories.of[n].posts.iter().find(|post| {
+            let after_init = accepted_init.get(post.session.as_str()).is_some_and(|init| *init < post.index);
+            post.status == 202 && after_init && noted.get(post.session.as_str()).is_none_or(|note| *note > post.index)
+        });
+        if let Some(post) = post {
+            let id = request.id.as_deref().unwrap_or("");
+            let detail = format!(
+                "{} id {id} reached session {} at {} ms before {NOTE}, which the client had sent at {note_at} ms",
+                request.method, post.session, post.at_ms
+            );
+            found.push(facts.violation("sessions_initialized", post.index, detail));
         }
     }
     capped(found)

@@ -103,8 +103,10 @@ impl Stories {
         // Requests of each id in the order the client sent them: an event for an id belongs to
         // the latest request of that id sent before it.
         let mut by_id: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        // Lines answered with a local error (invalid ones, an id sent twice) never reach the
+        // relayer as the client's request: no relayer event belongs to them.
         for (n, request) in facts.requests.iter().enumerate() {
-            if let Some(id) = &request.id {
+            if let Some(id) = request.id.as_ref().filter(|_| !request.method.is_empty() && !request.dup) {
                 if actions[n].is_empty() {
                     by_id.entry(id.as_str()).or_default().push(n);
                 }
@@ -242,7 +244,7 @@ impl Stories {
                 }
                 (host::RELAYER, kind::FAULT_FIRED) => {
                     let fault = event.text("fault");
-                    if fault == "stream_eof" {
+                    if fault == "stream_eof" || fault == "stream_flap" {
                         continue;
                     }
                     if let Some(n) = owner_of(&carried, event) {

@@ -2,7 +2,7 @@
 //! profile and which fault kinds are on, then a workload of 1–20 calls and a plan of 0–6 faults
 //! of those kinds. Shrinking removes steps and faults and makes windows shorter.
 
-use bridge_under_test::relay::client::{ClientScript, Op, Step, Tool};
+use bridge_under_test::relay::client::{ClientScript, IdForm, InvalidForm, Note, Op, Step, Tool};
 use bridge_under_test::relay::RelayBugs;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -46,29 +46,61 @@ fn op(timing: &Timing) -> impl Strategy<Value = Op> {
         1 => Just(Op::ListTools),
         1 => Just(Op::Ping),
         1 => Just(Op::Malformed),
+        1 => prop::sample::select(InvalidForm::ALL).prop_map(|form| Op::Invalid { form }),
+        2 => prop::sample::select(Note::ALL).prop_map(|note| Op::Notify { note }),
     ]
 }
 
-/// The client's script: an optional handshake, then 1–20 operations at increasing times. Ids
-/// count up; now and then one is reused or sent as a string.
+/// Ids in every JSON-RPC form, mostly plain integers.
+fn id_form() -> impl Strategy<Value = IdForm> {
+    prop_oneof![
+        8 => Just(IdForm::Int),
+        2 => Just(IdForm::Str),
+        1 => Just(IdForm::NumericStr),
+        1 => Just(IdForm::Large),
+        1 => Just(IdForm::Negative),
+        1 => Just(IdForm::Zero),
+    ]
+}
+
+/// The client's script: an optional handshake (and a notification before any session), then
+/// 1–20 operations at increasing times. Ids count up, in every JSON-RPC form; now and then one
+/// is reused, and now and then a step sends the previous step's id at once, while it may still
+/// be owed.
 fn script(timing: &Timing) -> impl Strategy<Value = Vec<Step>> {
     let spec = Spec::new(timing, 1, 0);
     let gap_max = (spec.call_timeout_ms / 8).clamp(500, 10_000);
     // Now and then a step waits out a whole deadline and two sweeps first, so a reused id meets
     // an earlier request that has ended every way (answered, closed out, rejected).
     let ended_ms = spec.call_timeout_ms + 2 * spec.sweep_period_ms + 100;
-    let step = (0..=gap_max, op(timing), prop::option::weighted(0.1, any::<Index>()), prop::bool::weighted(0.15), prop::bool::weighted(0.06));
-    (any::<bool>(), prop::collection::vec(step, 1..=20)).prop_map(move |(handshake, ops)| {
+    let step = (0..=gap_max, op(timing), prop::option::weighted(0.1, any::<Index>()), id_form(), prop::bool::weighted(0.06), prop::bool::weighted(0.05));
+    let early_note = prop::option::weighted(0.2, prop::sample::select(Note::ALL));
+    (any::<bool>(), early_note, prop::collection::vec(step, 1..=20)).prop_map(move |(handshake, early_note, ops)| {
         let mut steps = Vec::new();
         if handshake {
-            steps.push(Step { at_ms: 0, id: 0, string_id: false, op: Op::Initialize });
-            steps.push(Step { at_ms: 0, id: 0, string_id: false, op: Op::Initialized });
+            steps.push(Step::new(0, 0, Op::Initialize));
+            steps.push(Step::new(0, 0, Op::Initialized));
+        }
+        if let Some(note) = early_note {
+            steps.push(Step::new(0, 0, Op::Notify { note }));
         }
         let mut at_ms = 0;
-        for (n, (gap, op, reuse, string_id, after_ending)) in ops.into_iter().enumerate() {
-            at_ms += gap + if after_ending { ended_ms } else { 0 };
-            let id = reuse.map_or(n as u64 + 1, |i| i.index(n + 1) as u64);
-            steps.push(Step { at_ms, id, string_id, op });
+        let mut previous: Option<(u64, IdForm)> = None;
+        for (n, (gap, op, reuse, id_form, after_ending, eager)) in ops.into_iter().enumerate() {
+            let mut step = Step::new(0, reuse.map_or(n as u64 + 1, |i| i.index(n + 1) as u64), op);
+            step.id_form = id_form;
+            match previous {
+                Some((id, form)) if eager => {
+                    at_ms += gap % 300;
+                    (step.id, step.id_form, step.eager) = (id, form, true);
+                }
+                _ => at_ms += gap + if after_ending { ended_ms } else { 0 },
+            }
+            step.at_ms = at_ms;
+            if step.op.expects_reply() {
+                previous = Some((step.id, step.id_form));
+            }
+            steps.push(step);
         }
         steps
     })
@@ -89,7 +121,7 @@ fn fault(kind: &'static str, timing: &Timing, steps: usize, span_ms: u64) -> Box
         "slow_tool" => (step, deadline / 2..=2 * deadline)
             .prop_map(|(step, run_ms)| RelayFault::SlowTool { step, run_ms })
             .boxed(),
-        "post_reject" => (at, 100u64..=3_000, prop::sample::select(vec![401u16, 429, 500, 503]))
+        "post_reject" => (at, 100u64..=5_000, prop::sample::select(vec![401u16, 401, 429, 500, 503]))
             .prop_map(|(at_ms, for_ms, status)| RelayFault::PostReject { at_ms, for_ms, status })
             .boxed(),
         "withhold_replies" => (at, window)
@@ -99,6 +131,9 @@ fn fault(kind: &'static str, timing: &Timing, steps: usize, span_ms: u64) -> Box
             .prop_map(|(at_ms, for_ms)| RelayFault::StreamStall { at_ms, for_ms })
             .boxed(),
         "stream_eof" => at.prop_map(|at_ms| RelayFault::StreamEof { at_ms }).boxed(),
+        "stream_flap" => (at, window, any::<bool>())
+            .prop_map(|(at_ms, for_ms, after_endpoint)| RelayFault::StreamFlap { at_ms, for_ms, after_endpoint })
+            .boxed(),
         "relayer_bounce" => at.prop_map(|at_ms| RelayFault::RelayerBounce { at_ms }).boxed(),
         "link_hold" => (at, window).prop_map(|(at_ms, for_ms)| RelayFault::LinkHold { at_ms, for_ms }).boxed(),
         _ => at.prop_map(|at_ms| RelayFault::StdinEof { at_ms }).boxed(),

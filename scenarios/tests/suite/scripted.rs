@@ -197,13 +197,27 @@ fn a_stream_with_lone_cr_line_ends_is_read() {
     assert!(!events(&outcome, kind::SSE_ENDPOINT).is_empty(), "the bridge never read the endpoint");
 }
 
+// Goal: a line that is not a JSON-RPC 2.0 message is refused, never forwarded as a request.
+// Method: replay the race the wire-conformance oracle found in the default bridge (seed 1, case
+// 0): a `ping` without `"jsonrpc": "2.0"`. The bridge classified lines by `method` and `id`
+// alone, so it forwarded the ping and the client read the relayer's result where JSON-RPC
+// prescribes an invalid-request error (-32600 under the line's id). Now the bridge checks the
+// envelope (`"jsonrpc": "2.0"`, an id that is a string or an integer) before anything else.
+#[test]
+fn a_line_without_the_jsonrpc_version_is_refused() {
+    let outcome = race("relay_request_without_jsonrpc_version");
+    assert_eq!(outcome.violations, vec![]);
+    let refusal = replies(&outcome, 1).into_iter().find(|m| m.pointer("/error/code") == Some(&Value::from(-32600)));
+    assert!(refusal.is_some(), "the line without a version got no invalid-request error");
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
 // observes makes one of the boundary oracles fire.
 #[test]
 fn mutants_gate_relay() {
-    crate::assert_clean(harness::scenario::Family::Relay, crate::cases(150), 0x6A7E_0001);
+    crate::assert_clean(harness::scenario::Family::Relay, crate::cases(800), 0x6A7E_0001);
     for scenario in [scenarios::orphaned_call(), scenarios::silent_stream(), scenarios::replay_double_write()] {
         assert_eq!(run(&scenario).violations, vec![]);
     }
@@ -212,6 +226,7 @@ fn mutants_gate_relay() {
         "relay_network_error_after_accept",
         "relay_reused_id_gets_old_reply",
         "relay_sse_lone_cr_line_ends",
+        "relay_request_without_jsonrpc_version",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
