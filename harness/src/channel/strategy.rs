@@ -74,6 +74,53 @@ pub fn id_form(id: &str, form: u8) -> String {
         _ => id.to_string(),
     }
 }
+/// The forms of a line a peer other than a conforming MCP client may write ([`raw_line`]).
+pub const LINE_FORMS: usize = 16;
+
+/// Line form `form` (`0..LINE_FORMS`), its id made unique by `n`: a truncated message, a
+/// batch, a bare value, a bad version, a method that is no string, ids that are no
+/// `RequestId`, no method, an unsolicited response, unknown methods and tools, params and
+/// arguments that are no object, notifications (one of a request's method), and well-formed
+/// pings with ids at the edges of the forms (negative, empty string).
+pub fn raw_line(form: usize, n: u64) -> String {
+    let id = 900_000 + n;
+    let sid = format!("\"raw-{n}\"");
+    match form {
+        0 => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"par"),
+        1 => format!("[{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}]"),
+        2 => ["[]", "42", "\"ping\"", "null"][n as usize % 4].to_string(),
+        3 => format!("{{\"jsonrpc\":\"1.0\",\"id\":{sid},\"method\":\"ping\"}}"),
+        4 => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":7}}"),
+        5 => {
+            let bad = ["true", "null", "1.5", "{}"][n as usize % 4];
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{bad},\"method\":\"ping\"}}")
+        }
+        6 => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id}}}"),
+        7 => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{}}}}"),
+        8 => format!("{{\"jsonrpc\":\"2.0\",\"id\":{sid},\"method\":\"resources/list\"}}"),
+        9 => format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"list_pendings\",\"arguments\":{{}}}}}}"
+        ),
+        10 => format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{sid},\"method\":\"tools/call\",\"params\":{{\"arguments\":{{}}}}}}"
+        ),
+        11 => format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"list_pending\",\"arguments\":[]}}}}"
+        ),
+        12 => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/list\",\"params\":\"all\"}}"),
+        13 => "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}".to_string(),
+        14 => "{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}".to_string(),
+        _ => {
+            let edge = match n % 3 {
+                0 => format!("-{id}"),
+                1 => "\"\"".to_string(),
+                _ => sid,
+            };
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{edge},\"method\":\"ping\"}}")
+        }
+    }
+}
+
 /// One approval: `(at_ms, plugin, created, expires_in_ms, resolve_after_ms)`.
 type ApprovalPlan = (u64, bool, bool, Option<i64>, Option<u64>);
 
@@ -190,13 +237,19 @@ fn workload() -> impl Strategy<Value = (AgentScript, Vec<GatewayStep>)> {
         0..=3,
     );
     let strangers = prop::collection::vec((0..=SPAN_MS, 0u64..12, any::<bool>()), 0..=2);
+    let lines = prop::collection::vec((0..=SPAN_MS, 0..LINE_FORMS), 0..=3);
     (
         (permissions, approvals, waits, reads, read_every, chatter),
-        (control, strangers),
+        (control, strangers, lines),
     )
         .prop_map(
-        |((permissions, approvals, waits, reads, read_every_ms, chatter), (control, strangers))| {
+        |((permissions, approvals, waits, reads, read_every_ms, chatter), (control, strangers, lines))| {
             let mut agent: Vec<AgentStep> = waits;
+            // `n` makes each line's id its own (an agent keeps its outstanding ids distinct).
+            agent.extend(lines.into_iter().enumerate().map(|(n, (at_ms, form))| AgentStep {
+                at_ms,
+                op: AgentOp::Line { line: raw_line(form, n as u64) },
+            }));
             let mut gateway = Vec::new();
             for (n, plan) in permissions.into_iter().enumerate() {
                 let op = AgentOp::PermissionRequest {
