@@ -358,7 +358,7 @@ fn a_resolved_frame_for_an_expired_approval_tells_the_agent_nothing() {
 // reference model among them.
 #[test]
 fn mutants_gate_channel() {
-    crate::assert_clean(Family::Channel, crate::cases(200), 0x6A7E_0005);
+    crate::assert_clean(Family::Channel, crate::cases(400), 0x6A7E_0005);
     for scenario in [
         canon::permission_ttl_boundary(),
         canon::approval_expires_at(),
