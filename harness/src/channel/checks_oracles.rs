@@ -43,11 +43,11 @@ pub fn decision_answers_reply(facts: &Facts<'_>) -> Vec<Violation> {
             (host::AGENT, kind::MCP_SEND) => {
                 let raw = super::permission_request_id(event);
                 if let Some(id) = raw.as_deref().and_then(crate::channel::model::canonical_id) {
-                    // A repeat while pending keeps the first ask (and its TTL).
-                    let entry = asked.entry(id).or_insert((event.at_ms, true));
-                    if entry.1 || event.at_ms >= entry.0 + ttl {
-                        *entry = (event.at_ms, false);
-                    }
+                    // The window runs from the latest ask: a repeat while the first is pending
+                    // keeps the first entry, but the first may have left unseen from here (the
+                    // cap evicted it) and the repeat tracked anew. The model holds the exact
+                    // expiry; this oracle only needs a window some ask opened.
+                    asked.insert(id, (event.at_ms, false));
                 }
             }
             (host::AGENT, kind::MCP_RECV) => {
