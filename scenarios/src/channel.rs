@@ -188,3 +188,20 @@ pub fn burst_over_cap() -> Scenario {
     }
     scenario
 }
+
+/// Every line form a non-conforming peer may write ([`strategy::raw_line`]), three of each
+/// (each form's variants), between a permission request and reads: each is owed the JSON-RPC
+/// 2.0 error it calls for, or silence, and none disturbs the pending maps.
+pub fn every_line_form() -> Scenario {
+    let mut agent = vec![request(0, "abcde")];
+    let mut n = 0;
+    for form in 0..strategy::LINE_FORMS {
+        for _ in 0..3 {
+            let line = strategy::raw_line(form, n);
+            agent.push(AgentStep { at_ms: 1_000 + n * 1_000, op: AgentOp::Line { line } });
+            n += 1;
+        }
+    }
+    agent.push(read(1_000 + n * 1_000));
+    channel(13, agent, vec![say(120_000, "yes abcde", true)], Vec::new())
+}

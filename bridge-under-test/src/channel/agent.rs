@@ -30,6 +30,10 @@ pub enum AgentOp {
     ListPending,
     /// `waitForEvent`: the `wait_for_event` tool with a raw (unclamped) timeout.
     WaitForEvent { timeout_ms: i64, limit: u64 },
+    /// One line exactly as given (no newline in it): what a buggy or foreign peer may write —
+    /// a truncated message, a batch, a bad envelope, an unknown method or tool, a response
+    /// nobody asked for. The bridge owes each the reply JSON-RPC 2.0 gives it, or silence.
+    Line { line: String },
 }
 
 /// An operation at a virtual time.
@@ -60,13 +64,13 @@ pub struct AgentKnobs {
 
 /// Lines to write, in order, with the id counter.
 struct Out {
-    tx: mpsc::UnboundedSender<Value>,
+    tx: mpsc::UnboundedSender<String>,
     next_id: Cell<u64>,
 }
 
 impl Out {
     fn send(&self, msg: Value) {
-        let _ = self.tx.send(msg);
+        let _ = self.tx.send(msg.to_string());
     }
 
     fn call(&self, name: &str, arguments: Value) {
@@ -91,6 +95,10 @@ impl Out {
                     wire::TOOL_WAIT_FOR_EVENT,
                     json!({"timeout_ms": timeout_ms, "limit": limit}),
                 );
+            }
+            AgentOp::Line { line } => {
+                // One line per message: a newline inside would make two.
+                let _ = self.tx.send(line.replace(['\n', '\r'], " "));
             }
         }
     }
@@ -141,9 +149,8 @@ pub async fn run(
 }
 
 /// Write each message as a line, recording it, until every sender is gone; then close stdin.
-async fn write_lines(mut stdin: tokio::io::DuplexStream, mut rx: mpsc::UnboundedReceiver<Value>) {
-    while let Some(msg) = rx.recv().await {
-        let line = msg.to_string();
+async fn write_lines(mut stdin: tokio::io::DuplexStream, mut rx: mpsc::UnboundedReceiver<String>) {
+    while let Some(line) = rx.recv().await {
         emit!(kind::MCP_SEND, msg = %line);
         if stdin
             .write_all(format!("{line}\n").as_bytes())

@@ -17,7 +17,7 @@ use super::queue::EventQueue;
 use super::{spawn_owned, wire, Owned};
 use crate::emit;
 use crate::events::kind;
-use crate::relay::jsonrpc::{self, Shape};
+use crate::relay::jsonrpc;
 use crate::seam;
 use crate::stdio::ServerEnds;
 
@@ -147,6 +147,11 @@ impl Bridge {
 
     // ---- stdin -------------------------------------------------------------------------------
 
+    /// One line from the agent: a request is answered, a notification never is, a response
+    /// (the bridge asks nothing) is dropped, and anything else gets the JSON-RPC 2.0 error for
+    /// it: -32700 for a line that is not JSON, -32600 for a value that is no request (not an
+    /// object, a batch, a version other than "2.0", a method that is no string, an id that is
+    /// no MCP `RequestId`), with the id only when it is one.
     fn on_line(self: &Rc<Self>, line: &str) {
         emit!(kind::CHANNEL_LINE, now_ms = self.now_ms());
         let Ok(msg) = serde_json::from_str::<Value>(line) else {
@@ -157,38 +162,60 @@ impl Bridge {
             ));
             return;
         };
-        match jsonrpc::shape(&msg) {
-            Shape::Request { id, method } => self.on_request(&id, &method, &msg),
-            Shape::Notification { method } if method == wire::PERMISSION_REQUEST => {
+        match envelope(&msg) {
+            Envelope::Request { id, method } => self.on_request(id, method, &msg),
+            Envelope::Notification { method } if method == wire::PERMISSION_REQUEST => {
                 self.on_permission_request(msg.get("params").unwrap_or(&Value::Null));
             }
-            _ => {}
+            Envelope::Notification { .. } | Envelope::Response => {}
+            Envelope::Invalid { id } => {
+                self.write(&jsonrpc::error(id, -32600, "Invalid Request"));
+            }
         }
     }
 
     fn on_request(self: &Rc<Self>, id: &Value, method: &str, msg: &Value) {
+        let params = msg.get("params");
+        if !matches!(method, "initialize" | "ping" | "tools/list" | "tools/call") {
+            return self.write(&jsonrpc::error(Some(id), -32601, "Method not found"));
+        }
+        if params.is_some_and(|p| !p.is_object()) {
+            let text = "Invalid params: params must be an object";
+            return self.write(&jsonrpc::error(Some(id), -32602, text));
+        }
         let reply = match method {
             "initialize" => jsonrpc::result(id, wire::initialize_result(msg)),
             "ping" => jsonrpc::result(id, json!({})),
             "tools/list" => jsonrpc::result(id, wire::tools_list()),
-            "tools/call" => return self.on_call(id, msg.get("params").unwrap_or(&Value::Null)),
-            _ => jsonrpc::error(Some(id), -32601, "Method not found"),
+            _ => return self.on_call(id, params.unwrap_or(&Value::Null)),
         };
         self.write(&reply);
     }
 
+    /// `tools/call`: a string `name` naming one of the two tools, and `arguments`, when given,
+    /// an object; otherwise -32602 (MCP: unknown tools and malformed calls are protocol errors).
     fn on_call(self: &Rc<Self>, id: &Value, params: &Value) {
-        let name = params.get("name").and_then(Value::as_str).unwrap_or("");
-        let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+        let name = params.get("name").and_then(Value::as_str);
+        let arguments = params.get("arguments");
+        if arguments.is_some_and(|a| !a.is_object()) {
+            let text = "Invalid params: arguments must be an object";
+            return self.write(&jsonrpc::error(Some(id), -32602, text));
+        }
         match name {
-            wire::TOOL_LIST_PENDING => {
+            Some(wire::TOOL_LIST_PENDING) => {
                 let text = self.read_pending().to_string();
                 self.write(&jsonrpc::result(id, jsonrpc::tool_result(&text, false)));
             }
-            wire::TOOL_WAIT_FOR_EVENT => self.start_waiter(id.clone(), &arguments),
-            _ => {
-                let text = format!("unknown tool `{name}`");
-                self.write(&jsonrpc::result(id, jsonrpc::tool_result(&text, true)));
+            Some(wire::TOOL_WAIT_FOR_EVENT) => {
+                self.start_waiter(id.clone(), arguments.unwrap_or(&Value::Null));
+            }
+            Some(name) => {
+                let text = format!("Unknown tool: {name}");
+                self.write(&jsonrpc::error(Some(id), -32602, &text));
+            }
+            None => {
+                let text = "Invalid params: name must be a string";
+                self.write(&jsonrpc::error(Some(id), -32602, text));
             }
         }
     }
@@ -354,5 +381,33 @@ impl Bridge {
             }
         };
         self.remove(map, id, if live { reason } else { "expired" }) && live
+    }
+}
+
+/// A parsed line as JSON-RPC 2.0 with MCP's ids reads it.
+enum Envelope<'a> {
+    Request { id: &'a Value, method: &'a str },
+    Notification { method: &'a str },
+    /// A `result` or `error` without a `method`: never answered.
+    Response,
+    /// No request; `id` is the line's id when it is a valid one.
+    Invalid { id: Option<&'a Value> },
+}
+
+fn envelope(msg: &Value) -> Envelope<'_> {
+    let Some(obj) = msg.as_object() else {
+        return Envelope::Invalid { id: None };
+    };
+    let id = obj.get("id");
+    let valid_id = id.filter(|id| id.is_string() || id.is_i64() || id.is_u64());
+    let version = obj.get("jsonrpc").and_then(Value::as_str) == Some("2.0");
+    match obj.get("method") {
+        None if obj.contains_key("result") || obj.contains_key("error") => Envelope::Response,
+        Some(Value::String(method)) if version => match (id, valid_id) {
+            (None, _) => Envelope::Notification { method },
+            (Some(_), Some(id)) => Envelope::Request { id, method },
+            (Some(_), None) => Envelope::Invalid { id: None },
+        },
+        _ => Envelope::Invalid { id: valid_id },
     }
 }

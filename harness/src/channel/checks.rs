@@ -31,6 +31,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("nothing_after_close", nothing_after_close),
     ("clock_domains", clock_domains),
     ("one_event_per_gateway_event", one_event_per_gateway_event),
+    ("replies_follow_jsonrpc", replies_follow_jsonrpc),
 ];
 
 pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
@@ -420,19 +421,18 @@ pub fn one_owner_decision(facts: &Facts<'_>) -> Vec<Violation> {
         if event.host != host::AGENT {
             continue;
         }
+        // Ids in any form a peer sends, normalised as MODEL.md §3.2 says (the model's reading).
+        let canonical = |raw: &str| super::model::canonical_id(raw).unwrap_or_else(|| raw.to_lowercase());
+        if event.kind == kind::MCP_SEND {
+            if let Some(raw) = permission_request_id(event) {
+                requested.insert(canonical(&raw), 0);
+            }
+            continue;
+        }
         let msg = message(event);
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
-        // Ids in any form a peer sends, normalised as MODEL.md §3.2 says (the model's reading).
-        let raw = params.get("request_id").and_then(Value::as_str).unwrap_or("");
-        let id = super::model::canonical_id(raw).unwrap_or_else(|| raw.to_lowercase());
-        if event.kind == kind::MCP_SEND
-            && msg
-                .get("method")
-                .and_then(Value::as_str)
-                .is_some_and(|m| m.ends_with("permission_request"))
-        {
-            requested.insert(id, 0);
-        } else if event.kind == kind::MCP_RECV
+        let id = canonical(params.get("request_id").and_then(Value::as_str).unwrap_or(""));
+        if event.kind == kind::MCP_RECV
             && msg.get("method").and_then(Value::as_str) == Some(PERMISSION)
         {
             let behavior = params.get("behavior").and_then(Value::as_str).unwrap_or("");
@@ -472,6 +472,20 @@ pub use checks_oracles::{
     clock_domains, decision_answers_reply, every_waiter_answered, nothing_after_close,
     one_event_per_gateway_event,
 };
+
+#[path = "checks_rpc.rs"]
+mod checks_rpc;
+pub use checks_rpc::replies_follow_jsonrpc;
+
+/// Whether an agent line is a well-formed permission request notification; its raw id.
+fn permission_request_id(event: &TraceEvent) -> Option<String> {
+    match super::rpc::classify(&event.text("msg")) {
+        super::rpc::Input::Notification { method, params } if method.ends_with("permission_request") => {
+            Some(params.get("request_id").and_then(Value::as_str).unwrap_or("").to_string())
+        }
+        _ => None,
+    }
+}
 
 #[cfg(test)]
 #[path = "checks_tests.rs"]

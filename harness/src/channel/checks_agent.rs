@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use bridge_under_test::events::kind;
 use serde_json::Value;
 
+use super::super::rpc::{classify, Input};
 use super::Facts;
 use crate::check::{capped, message};
 use crate::trace::Violation;
@@ -24,6 +25,16 @@ pub fn bounded_waits(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for (index, event) in facts.agent_events() {
         let msg = message(event);
+        if event.kind == kind::MCP_SEND {
+            // Only a line owed a reply with an id opens one (a malformed id gets none back).
+            let input = classify(&event.text("msg"));
+            if let Some(id) = input.reply_id() {
+                let served = matches!(input, Input::Request { .. });
+                let bound = if served { wait_bound(facts, &msg) } else { 0 } + facts.slack_ms;
+                open.insert(id.to_string(), (index, event.at_ms, bound));
+            }
+            continue;
+        }
         let Some(id) = msg
             .get("id")
             .filter(|id| !id.is_null())
@@ -31,12 +42,7 @@ pub fn bounded_waits(facts: &Facts<'_>) -> Vec<Violation> {
         else {
             continue;
         };
-        if event.kind == kind::MCP_SEND {
-            open.insert(
-                id,
-                (index, event.at_ms, wait_bound(facts, &msg) + facts.slack_ms),
-            );
-        } else if event.kind == kind::MCP_RECV && msg.get("method").is_none() {
+        if event.kind == kind::MCP_RECV && msg.get("method").is_none() {
             let detail = match open.remove(&id) {
                 None => Some(format!("a reply for id {id}, which is not outstanding")),
                 Some((_, sent_ms, bound)) if event.at_ms - sent_ms.min(event.at_ms) > bound => {
@@ -93,7 +99,16 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
                 if let (Some(id), Some(method)) = (&id, msg.get("method").and_then(Value::as_str)) {
                     methods.insert(id.clone(), method.to_string());
                 }
-                facts.schema.validate_client_message(&msg)
+                // A line the agent writes malformed on purpose (a bad envelope, an unknown
+                // tool) is an input to judge the bridge by, not a message of a conforming peer.
+                // So is a request's method sent as a notification (a `ping` without an id).
+                match classify(&event.text("msg")) {
+                    Input::Request { .. } => facts.schema.validate_client_message(&msg),
+                    Input::Notification { method, .. } if method.starts_with("notifications/") => {
+                        facts.schema.validate_client_message(&msg)
+                    }
+                    _ => Ok(()),
+                }
             }
             kind::MCP_RECV => {
                 let answering = id.and_then(|id| methods.get(&id).cloned());

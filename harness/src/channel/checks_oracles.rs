@@ -41,18 +41,13 @@ pub fn decision_answers_reply(facts: &Facts<'_>) -> Vec<Violation> {
                 }
             }
             (host::AGENT, kind::MCP_SEND) => {
-                let msg = message(event);
-                let is_request = msg
-                    .get("method")
-                    .and_then(Value::as_str)
-                    .is_some_and(|m| m.ends_with("permission_request"));
-                let raw = msg.pointer("/params/request_id").and_then(Value::as_str);
-                if let Some(id) = raw.filter(|_| is_request).and_then(crate::channel::model::canonical_id) {
-                    // A repeat while pending keeps the first ask (and its TTL).
-                    let entry = asked.entry(id).or_insert((event.at_ms, true));
-                    if entry.1 || event.at_ms >= entry.0 + ttl {
-                        *entry = (event.at_ms, false);
-                    }
+                let raw = super::permission_request_id(event);
+                if let Some(id) = raw.as_deref().and_then(crate::channel::model::canonical_id) {
+                    // The window runs from the latest ask: a repeat while the first is pending
+                    // keeps the first entry, but the first may have left unseen from here (the
+                    // cap evicted it) and the repeat tracked anew. The model holds the exact
+                    // expiry; this oracle only needs a window some ask opened.
+                    asked.insert(id, (event.at_ms, false));
                 }
             }
             (host::AGENT, kind::MCP_RECV) => {
@@ -123,14 +118,21 @@ pub fn every_waiter_answered(facts: &Facts<'_>) -> Vec<Violation> {
         if event.host != host::AGENT {
             continue;
         }
+        if event.kind == kind::MCP_SEND {
+            // What the line is owed follows from the line (a malformed one's error may have no id).
+            let input = crate::channel::rpc::classify(&event.text("msg"));
+            let waits = matches!(&input, crate::channel::rpc::Input::Request { params, .. }
+                if params.get("name").and_then(Value::as_str) == Some("wait_for_event"));
+            if let Some(id) = input.reply_id() {
+                open.insert(id.to_string(), (index, event.at_ms, waits));
+            }
+            continue;
+        }
         let msg = message(event);
         let Some(id) = msg.get("id").filter(|id| !id.is_null()).map(Value::to_string) else {
             continue;
         };
-        if event.kind == kind::MCP_SEND && msg.get("method").is_some() {
-            let waits = msg.pointer("/params/name").and_then(Value::as_str) == Some("wait_for_event");
-            open.insert(id, (index, event.at_ms, waits));
-        } else if event.kind == kind::MCP_RECV && msg.get("method").is_none() {
+        if event.kind == kind::MCP_RECV && msg.get("method").is_none() {
             owed.remove(&id);
             if open.remove(&id).is_none() {
                 let detail = format!("a second reply (or one nobody asked for) to id {id}");

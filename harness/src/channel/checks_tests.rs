@@ -583,3 +583,85 @@ fn one_event_per_gateway_event_flags_duplicates_and_unlistable_entries() {
     let stale = vec![sent(MIN, "a", &past), handed(2 * MIN, 1, requested)];
     assert!(run(one_event_per_gateway_event, stale)[0].contains("never listable"));
 }
+
+fn raw(at_ms: u64, line: &str) -> TraceEvent {
+    TraceEvent::new(at_ms, host::AGENT, kind::MCP_SEND, &[("msg", json!(line))])
+}
+
+fn got(at_ms: u64, msg: Value) -> TraceEvent {
+    agent(at_ms, kind::MCP_RECV, &msg)
+}
+
+#[test]
+fn replies_follow_jsonrpc_predicts_each_error_from_its_line() {
+    let batch = r#"[{"jsonrpc":"2.0","id":9,"method":"ping"}]"#;
+    let bad_id = r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#;
+    let tool = r#"{"jsonrpc":"2.0","id":"t","method":"tools/call","params":{"name":"nope"}}"#;
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#;
+    let err = |id: Option<Value>, code: i64| {
+        let mut m = json!({"jsonrpc": "2.0", "error": {"code": code, "message": "x"}});
+        if let Some(id) = id {
+            m["id"] = id;
+        }
+        m
+    };
+    let good = vec![
+        raw(1_000, "{\"jsonrpc\":"),
+        got(1_000, err(None, -32700)),
+        raw(2_000, batch),
+        got(2_000, err(None, -32600)),
+        raw(3_000, bad_id),
+        got(3_000, err(None, -32600)),
+        raw(4_000, tool),
+        got(4_000, err(Some(json!("t")), -32602)),
+        raw(5_000, note),
+        raw(6_000, r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#),
+        got(6_000, json!({"jsonrpc": "2.0", "id": 5, "result": {}})),
+    ];
+    assert_eq!(run(replies_follow_jsonrpc, good), Vec::<String>::new());
+    // A flipped code, an echoed invalid id, a reply to a notification, a silent batch.
+    let bad = vec![
+        raw(1_000, "{\"jsonrpc\":"),
+        got(1_000, err(None, 32700)),
+        raw(3_000, bad_id),
+        got(3_000, err(Some(json!(true)), -32600)),
+        raw(5_000, note),
+        got(5_000, err(Some(json!(1)), -32601)),
+    ];
+    let found = run(replies_follow_jsonrpc, bad);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(found[0].contains("error 32700") && found[0].contains("calls for error -32700"), "{found:?}");
+    assert!(found[1].contains("no RequestId"), "{found:?}");
+    assert!(found[2].contains("no line the agent wrote is owed one"), "{found:?}");
+    let found = run(replies_follow_jsonrpc, vec![raw(6_000, batch)]);
+    assert!(found.len() == 1 && found[0].contains("never wrote it"), "{found:?}");
+    // An error for a well-formed request, and a late one.
+    let wrong = vec![
+        raw(6_000, r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#),
+        got(6_000, err(Some(json!(5)), -32601)),
+        raw(7_000, tool),
+        got(70_000, err(Some(json!("t")), -32602)),
+    ];
+    let found = run(replies_follow_jsonrpc, wrong);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].contains("calls for a result") && found[1].contains("at once"), "{found:?}");
+}
+
+#[test]
+fn model_agrees_predicts_the_bridge_s_own_errors() {
+    let line_at = |at_ms| bridge(at_ms, kind::CHANNEL_LINE, &[("now_ms", json!(BASE + at_ms))]);
+    let unknown = r#"{"jsonrpc":"2.0","id":3,"method":"resources/list"}"#;
+    let good = vec![
+        raw(1_000, unknown),
+        line_at(1_000),
+        got(1_000, json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32601, "message": "x"}})),
+    ];
+    assert_eq!(run(crate::channel::model::model_agrees, good), Vec::<String>::new());
+    let bad = vec![
+        raw(1_000, unknown),
+        line_at(1_000),
+        got(1_000, json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32600, "message": "x"}})),
+    ];
+    let found = run(crate::channel::model::model_agrees, bad);
+    assert!(found.len() == 1 && found[0].contains("Error(-32601)"), "{found:?}");
+}

@@ -5,6 +5,7 @@ pub mod checks;
 pub mod coverage;
 pub mod faults;
 pub mod model;
+pub mod rpc;
 pub mod strategy;
 
 use std::rc::Rc;

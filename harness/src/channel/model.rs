@@ -17,6 +17,7 @@ use bridge_under_test::events::{host, kind};
 use serde_json::{json, Value};
 
 use super::checks::Facts;
+use super::rpc::{self, Input};
 use crate::check::message;
 use crate::trace::{TraceEvent, Violation};
 
@@ -26,6 +27,8 @@ const POLL_LIMIT_MAX: u64 = 200;
 const DEFAULT_WAIT_MS: i64 = 30_000;
 /// The permission id alphabet (MODEL.md §3.2): a–z without `l`.
 const ALPHABET: &str = "abcdefghijkmnopqrstuvwxyz";
+/// The agent's permission request notification.
+const PERMISSION_REQUEST: &str = "notifications/claude/channel/permission_request";
 
 /// MODEL.md §3.3's constants as the run's spec gives them.
 #[derive(Debug, Clone)]
@@ -62,15 +65,14 @@ pub enum Body {
     Result,
     /// A tool result whose text is this JSON, `isError` as given.
     Tool { text: Value, is_error: bool },
-    /// A tool result flagged as an error, any text.
-    ToolError,
-    /// A JSON-RPC error with this code.
+    /// A JSON-RPC error with this code (and no `result`).
     Error(i64),
 }
 
 /// One line the agent must read.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expect {
+    /// `id` `Null` means the reply must carry no `id` at all.
     Reply { id: Value, body: Body },
     Decision { request_id: String, behavior: &'static str },
 }
@@ -224,23 +226,20 @@ impl Model {
         self.waiters.keys().cloned().collect()
     }
 
-    /// One line the bridge read from the agent.
+    /// One line the bridge read from the agent: what it is owed follows from the line alone
+    /// ([`rpc::classify`]), and what a request's reply holds from the model's state.
     pub fn line(&mut self, now_ms: u64, text: &str) -> Vec<Expect> {
         self.expire(now_ms);
-        let Ok(msg) = serde_json::from_str::<Value>(text) else {
-            return vec![Expect::Reply { id: Value::Null, body: Body::Error(-32700) }];
-        };
-        let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
-        let id = msg.get("id").filter(|id| !id.is_null()).cloned();
-        let params = msg.get("params").cloned().unwrap_or(Value::Null);
-        let out = match (method, id) {
-            ("", _) => Vec::new(),
-            (method, Some(id)) => self.request(now_ms, id, method, &params),
-            ("notifications/claude/channel/permission_request", None) => {
+        let out = match rpc::classify(text) {
+            Input::Error { id, code } => {
+                vec![Expect::Reply { id: id.unwrap_or(Value::Null), body: Body::Error(code) }]
+            }
+            Input::Request { id, method, params } => self.request(now_ms, id, &method, &params),
+            Input::Notification { method, params } if method == PERMISSION_REQUEST => {
                 self.permission_request(now_ms, &params);
                 Vec::new()
             }
-            _ => Vec::new(),
+            Input::Notification { .. } | Input::Response => Vec::new(),
         };
         self.settle(now_ms);
         out
@@ -248,20 +247,17 @@ impl Model {
 
     fn request(&mut self, now_ms: u64, id: Value, method: &str, params: &Value) -> Vec<Expect> {
         let body = match method {
-            "initialize" | "ping" | "tools/list" => Body::Result,
             "tools/call" => {
                 let name = params.get("name").and_then(Value::as_str).unwrap_or("");
                 let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
-                match name {
-                    "list_pending" => Body::Tool { text: self.read(), is_error: false },
-                    "wait_for_event" => {
-                        self.start_waiter(now_ms, id, &arguments);
-                        return Vec::new();
-                    }
-                    _ => Body::ToolError,
+                if name == "wait_for_event" {
+                    self.start_waiter(now_ms, id, &arguments);
+                    return Vec::new();
                 }
+                // `classify` let through only the two tools.
+                Body::Tool { text: self.read(), is_error: false }
             }
-            _ => Body::Error(-32601),
+            _ => Body::Result,
         };
         vec![Expect::Reply { id, body }]
     }
@@ -413,7 +409,11 @@ pub fn matches(expect: &Expect, msg: &Value) -> bool {
                 && msg.pointer("/params/behavior").and_then(Value::as_str) == Some(behavior)
         }
         Expect::Reply { id, body } => {
-            if msg.get("method").is_some() || msg.get("id").unwrap_or(&Value::Null) != id {
+            let id_ok = match msg.get("id") {
+                None => id.is_null(),
+                Some(got) => !id.is_null() && got == id,
+            };
+            if msg.get("method").is_some() || !id_ok {
                 return false;
             }
             let result = msg.get("result");
@@ -427,12 +427,11 @@ pub fn matches(expect: &Expect, msg: &Value) -> bool {
                 .and_then(|t| serde_json::from_str::<Value>(t).ok());
             match body {
                 Body::Result => result.is_some(),
-                Body::ToolError => result.is_some() && is_error,
                 Body::Tool { text: want, is_error: flag } => {
                     result.is_some() && is_error == *flag && text.as_ref() == Some(want)
                 }
                 Body::Error(code) => {
-                    msg.pointer("/error/code").and_then(Value::as_i64) == Some(*code)
+                    result.is_none() && msg.pointer("/error/code").and_then(Value::as_i64) == Some(*code)
                 }
             }
         }

@@ -74,8 +74,57 @@ pub fn id_form(id: &str, form: u8) -> String {
         _ => id.to_string(),
     }
 }
-/// One approval: `(at_ms, plugin, created, expires_in_ms, resolve_after_ms)`.
-type ApprovalPlan = (u64, bool, bool, Option<i64>, Option<u64>);
+/// The forms of a line a peer other than a conforming MCP client may write ([`raw_line`]).
+pub const LINE_FORMS: usize = 16;
+
+/// Line form `form` (`0..LINE_FORMS`), its id made unique by `n`: a truncated message, a
+/// batch, a bare value, a bad version, a method that is no string, ids that are no
+/// `RequestId`, no method, an unsolicited response, unknown methods and tools, params and
+/// arguments that are no object, notifications (one of a request's method), and well-formed
+/// pings with ids at the edges of the forms (negative, empty string).
+pub fn raw_line(form: usize, n: u64) -> String {
+    let id = 900_000 + n;
+    let sid = format!("\"raw-{n}\"");
+    match form {
+        0 => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"par"),
+        1 => format!("[{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}]"),
+        2 => ["[]", "42", "\"ping\"", "null"][n as usize % 4].to_string(),
+        3 => format!("{{\"jsonrpc\":\"1.0\",\"id\":{sid},\"method\":\"ping\"}}"),
+        4 => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":7}}"),
+        5 => {
+            let bad = ["true", "null", "1.5", "{}"][n as usize % 4];
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{bad},\"method\":\"ping\"}}")
+        }
+        6 => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id}}}"),
+        7 => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{}}}}"),
+        8 => format!("{{\"jsonrpc\":\"2.0\",\"id\":{sid},\"method\":\"resources/list\"}}"),
+        9 => format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"list_pendings\",\"arguments\":{{}}}}}}"
+        ),
+        10 => format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{sid},\"method\":\"tools/call\",\"params\":{{\"arguments\":{{}}}}}}"
+        ),
+        11 => format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"list_pending\",\"arguments\":[]}}}}"
+        ),
+        12 => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/list\",\"params\":\"all\"}}"),
+        13 => "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}".to_string(),
+        14 => "{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}".to_string(),
+        _ => {
+            let edge = match n % 3 {
+                0 => format!("-{id}"),
+                1 => "\"\"".to_string(),
+                _ => sid,
+            };
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{edge},\"method\":\"ping\"}}")
+        }
+    }
+}
+
+/// One approval: `(at_ms, plugin, created, expires_in_ms, resolve_after_ms, again_after_ms)`,
+/// the last a repeat of the requested frame (a gateway re-announcing it, its first entry
+/// pending, resolved, expired or evicted by then).
+type ApprovalPlan = (u64, bool, bool, Option<i64>, Option<u64>, Option<u64>);
 
 fn permission_plan() -> impl Strategy<Value = PermissionPlan> {
     // Replies mostly well inside the 1 h TTL, sometimes just past it.
@@ -87,7 +136,8 @@ fn permission_plan() -> impl Strategy<Value = PermissionPlan> {
 fn approval_plan() -> impl Strategy<Value = ApprovalPlan> {
     let expires = prop::option::weighted(0.6, 60_000i64..=2 * 3_600_000);
     let resolve = prop::option::weighted(0.5, 10_000u64..=90 * 60_000);
-    (0..=SPAN_MS, any::<bool>(), any::<bool>(), expires, resolve)
+    let again = prop::option::weighted(0.25, 1_000u64..=70 * 60_000);
+    (0..=SPAN_MS, any::<bool>(), any::<bool>(), expires, resolve, again)
 }
 
 fn wait_step() -> impl Strategy<Value = AgentStep> {
@@ -150,18 +200,19 @@ fn replies(n: usize, (at_ms, operator, after_ms, form): PermissionPlan) -> Vec<G
 /// The approval events of approval `n`.
 fn approval_steps(
     n: usize,
-    (at_ms, plugin, created, expires_in_ms, resolve): ApprovalPlan,
+    (at_ms, plugin, created, expires_in_ms, resolve, again): ApprovalPlan,
 ) -> Vec<GatewayStep> {
     let id = format!("appr-{n}");
-    let mut steps = vec![GatewayStep {
-        at_ms,
-        event: GatewayEvent::ApprovalRequested {
-            id: id.clone(),
-            plugin,
-            created,
-            expires_in_ms,
-        },
-    }];
+    let requested = GatewayEvent::ApprovalRequested {
+        id: id.clone(),
+        plugin,
+        created,
+        expires_in_ms,
+    };
+    let mut steps = vec![GatewayStep { at_ms, event: requested.clone() }];
+    if let Some(after) = again {
+        steps.push(GatewayStep { at_ms: at_ms + after, event: requested });
+    }
     if let Some(after) = resolve {
         steps.push(GatewayStep {
             at_ms: at_ms + after,
@@ -190,13 +241,32 @@ fn workload() -> impl Strategy<Value = (AgentScript, Vec<GatewayStep>)> {
         0..=3,
     );
     let strangers = prop::collection::vec((0..=SPAN_MS, 0u64..12, any::<bool>()), 0..=2);
+    let lines = prop::collection::vec((0..=SPAN_MS, 0..LINE_FORMS), 0..=3);
+    // The agent asks again for permission `n` (modulo the count) `after_ms` after its first
+    // ask, in id form `form`: while it is pending, after its decision, its expiry or its
+    // eviction.
+    let again = prop::collection::vec((0usize..8, 1_000u64..=70 * 60_000, 0u8..=3), 0..=2);
     (
         (permissions, approvals, waits, reads, read_every, chatter),
-        (control, strangers),
+        (control, strangers, lines, again),
     )
         .prop_map(
-        |((permissions, approvals, waits, reads, read_every_ms, chatter), (control, strangers))| {
+        |((permissions, approvals, waits, reads, read_every_ms, chatter), (control, strangers, lines, again))| {
             let mut agent: Vec<AgentStep> = waits;
+            let asks: Vec<u64> = permissions.iter().map(|plan| plan.0).collect();
+            for (n, after_ms, form) in again.into_iter().filter(|_| !asks.is_empty()) {
+                let n = n % asks.len();
+                let op = AgentOp::PermissionRequest {
+                    request_id: id_form(&id_from_index(100 + n as u64), form),
+                    tool_name: "Bash".into(),
+                };
+                agent.push(AgentStep { at_ms: asks[n] + after_ms, op });
+            }
+            // `n` makes each line's id its own (an agent keeps its outstanding ids distinct).
+            agent.extend(lines.into_iter().enumerate().map(|(n, (at_ms, form))| AgentStep {
+                at_ms,
+                op: AgentOp::Line { line: raw_line(form, n as u64) },
+            }));
             let mut gateway = Vec::new();
             for (n, plan) in permissions.into_iter().enumerate() {
                 let op = AgentOp::PermissionRequest {
@@ -315,12 +385,18 @@ pub fn scenario(bugs: ChannelBugs) -> impl Strategy<Value = ChannelScenario> {
         .prop_flat_map(|(limits, agent, gateway, faults, profile)| {
             // Waits that are outstanding when a close or stdin EOF comes: (ms before, timeout).
             let around = prop::option::weighted(0.5, (0u64..=120_000, 60_000i64..=300_000));
+            // Sometimes the agent closes stdin soon after the last input, entries still
+            // pending (or expired and not yet swept), instead of after a full TTL.
+            let early = prop::option::weighted(0.15, 1_000u64..=20 * 60_000);
             let closes = faults.iter().filter(|f| matches!(f, ChannelFault::Close { .. })).count();
             let at_close = prop::collection::vec(around.clone(), closes..=closes);
-            (Just(limits), Just(agent), Just(gateway), Just(faults), Just(profile), around, at_close)
+            (Just(limits), Just(agent), Just(gateway), Just(faults), Just(profile), (around, early), at_close)
         })
-        .prop_map(move |(limits, mut agent, gateway, faults, profile, at_eof, at_close)| {
-            agent.end_at_ms = end_at_ms(&agent.steps, &gateway, &faults);
+        .prop_map(move |(limits, mut agent, gateway, faults, profile, (at_eof, early), at_close)| {
+            agent.end_at_ms = match early {
+                Some(after_ms) => last_input_ms(&agent.steps, &gateway, &faults) + after_ms,
+                None => end_at_ms(&agent.steps, &gateway, &faults),
+            };
             let close_times = faults.iter().filter_map(|f| match f {
                 ChannelFault::Close { at_ms } => Some(*at_ms),
                 _ => None,
@@ -352,6 +428,11 @@ pub fn scenario(bugs: ChannelBugs) -> impl Strategy<Value = ChannelScenario> {
 /// entry's removal and the sweeper's stop are judged.
 pub fn end_at_ms(agent: &[AgentStep], gateway: &[GatewayStep], faults: &[ChannelFault]) -> u64 {
     let spec = Spec::new(Limits::default(), TICK_MS, 0);
+    last_input_ms(agent, gateway, faults) + spec.permission_ttl_ms + 3 * spec.sweep_interval_ms + 60_000
+}
+
+/// When the last step or fault plays out.
+pub fn last_input_ms(agent: &[AgentStep], gateway: &[GatewayStep], faults: &[ChannelFault]) -> u64 {
     let last_fault = faults.iter().map(|f| {
         let (start, end) = f.window(gateway);
         end.unwrap_or(start)
@@ -362,7 +443,7 @@ pub fn end_at_ms(agent: &[AgentStep], gateway: &[GatewayStep], faults: &[Channel
         .chain(gateway.iter().map(|s| s.at_ms))
         .chain(last_fault)
         .max();
-    last.unwrap_or(0) + spec.permission_ttl_ms + 3 * spec.sweep_interval_ms + 60_000
+    last.unwrap_or(0)
 }
 
 /// The run's horizon: the agent's end plus time for the bridge to close and exit.

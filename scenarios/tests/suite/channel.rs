@@ -358,7 +358,7 @@ fn a_resolved_frame_for_an_expired_approval_tells_the_agent_nothing() {
 // reference model among them.
 #[test]
 fn mutants_gate_channel() {
-    crate::assert_clean(Family::Channel, crate::cases(200), 0x6A7E_0005);
+    crate::assert_clean(Family::Channel, crate::cases(400), 0x6A7E_0005);
     for scenario in [
         canon::permission_ttl_boundary(),
         canon::approval_expires_at(),
@@ -370,6 +370,7 @@ fn mutants_gate_channel() {
         canon::sweeper_restarts(),
         canon::owner_only_decision(),
         canon::burst_over_cap(),
+        canon::every_line_form(),
     ] {
         assert_eq!(run(&scenario).violations, vec![]);
     }
@@ -378,6 +379,7 @@ fn mutants_gate_channel() {
         "resolved_after_expiry",
         "waiter_at_stdin_eof",
         "gateway_socket_after_close",
+        "invalid_request_unanswered",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
@@ -443,4 +445,35 @@ fn control_frames_answered_with_os_entropy_masks_leave_the_trace_unchanged() {
         }
     }
     panic!("no generated case delivered both a ping and a close frame to a connected bridge: {seen:?}");
+}
+
+// Goal: a line that is no request gets the JSON-RPC 2.0 error for it (replies_follow_jsonrpc,
+// the model). Method: replay the case the new oracle found (seed 1, token
+// v1.channel.none.e6814238605aa8ca): the agent writes a batch `[{..."method":"ping"}]`. The
+// bridge used to drop every valid JSON value that was no object-shaped request in silence (a
+// batch, a bare value, a bad version or method, a `null`/`true`/`1.5` id it would even echo),
+// so the agent's call waited forever; now it answers -32600 (the id only when it is a
+// RequestId), unknown tools and malformed calls -32602.
+#[test]
+fn a_batch_gets_invalid_request() {
+    let outcome = race("invalid_request_unanswered");
+    assert_eq!(outcome.violations, vec![]);
+    let replies = events(&outcome, kind::MCP_RECV);
+    let invalid = replies.iter().any(|e| e.text("msg").contains("-32600"));
+    assert!(invalid, "no -32600 reached the agent");
+}
+
+// Goal: every line form the generator draws gets exactly what it calls for, from the line
+// alone: each error code, with the id exactly when the line had a valid one, and nothing for
+// notifications and responses. Method: one scripted run with three lines of every form.
+#[test]
+fn every_line_form_gets_its_json_rpc_reply() {
+    let outcome = run(&canon::every_line_form());
+    assert_eq!(outcome.violations, vec![]);
+    let codes: std::collections::BTreeSet<String> = events(&outcome, kind::MCP_RECV)
+        .iter()
+        .filter_map(|e| serde_json::from_str::<serde_json::Value>(&e.text("msg")).ok())
+        .filter_map(|m| m.pointer("/error/code").map(|c| c.to_string()))
+        .collect();
+    assert_eq!(codes.into_iter().collect::<Vec<_>>(), ["-32600", "-32601", "-32602", "-32700"]);
 }
