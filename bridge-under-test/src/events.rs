@@ -25,6 +25,7 @@
 //! | `relayer.start` | relayer | `boot` |
 //! | `stream.open` / `stream.close` | relayer | `session`; `style` (open: the wire form the stream writes, e.g. `crlf+nospace+multiline`) |
 //! | `http.post` | relayer | `session`, `id`, `method`, `action` (a `tools/call`'s `arguments.action`, else empty), `key`, `status` |
+//! | `rpc.cancel` | relayer | `request` (the `requestId` a `notifications/cancelled` names, as JSON text), `session` |
 //! | `rpc.refused` | relayer | `id`, `method`, `action`, `session`, `reason` (`not_initialized`): answered with a JSON-RPC error, not served |
 //! | `tool.exec` | relayer | `id`, `tool`, `action`, `key`, `session` (a real execution) |
 //! | `tool.dedup` | relayer | `id`, `key`, `action`, `session` (a replay answered from the execution log) |
@@ -154,6 +155,7 @@ pub mod kind {
     pub const SSE_CLOSED: &str = "sse.closed";
     pub const RELAYER_START: &str = "relayer.start";
     pub const STREAM_OPEN: &str = "stream.open";
+    pub const RPC_CANCEL: &str = "rpc.cancel";
     pub const STREAM_CLOSE: &str = "stream.close";
     pub const HTTP_POST: &str = "http.post";
     pub const TOOL_EXEC: &str = "tool.exec";

@@ -126,6 +126,7 @@ impl Bridge {
                 if method == "notifications/initialized" {
                     self.state.borrow_mut().client_initialized = true;
                 }
+                let msg = if method == "notifications/cancelled" { self.cancel_upstream(msg) } else { msg };
                 self.enqueue_note(msg);
             }
             Shape::Response { .. } => self.enqueue_note(msg),
@@ -179,6 +180,18 @@ impl Bridge {
             accepted: false,
         };
         state.inflight.insert(key, entry);
+    }
+
+    /// The relayer knows each request by the bridge's own id: a cancellation of a request still
+    /// owed names that id upstream. (One of a request no longer owed goes as written: the relayer
+    /// ignores an id it does not know.)
+    fn cancel_upstream(&self, mut msg: Value) -> Value {
+        let state = self.state.borrow();
+        let owed = msg.pointer("/params/requestId").and_then(|id| state.inflight.get(&id_key(id)));
+        if let Some(upstream) = owed.map(|entry| entry.upstream.clone()) {
+            msg["params"]["requestId"] = upstream;
+        }
+        msg
     }
 
     fn enqueue_note(&self, msg: Value) {

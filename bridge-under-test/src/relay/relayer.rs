@@ -250,6 +250,11 @@ impl App {
     }
 
     fn dispatch(&self, session: &str, msg: Value, key: Option<String>) {
+        if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+            let request = msg.pointer("/params/requestId").map(id_key).unwrap_or_default();
+            emit!(kind::RPC_CANCEL, request = %request, session = %session);
+            return;
+        }
         let Shape::Request { id, method } = jsonrpc::shape(&msg) else { return };
         // The MCP lifecycle, as a real server enforces it: a session answers requests other than
         // `ping` only after `initialize`.

@@ -37,6 +37,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("prompt_rejection", outcome_checks::prompt_rejection),
     ("no_work_after_ending", outcome_checks::no_work_after_ending),
     ("notifications_delivered", outcome_checks::notifications_delivered),
+    ("cancellations_name_their_request", outcome_checks::cancellations_name_their_request),
     ("sessions_initialized", outcome_checks::sessions_initialized),
     ("reconnect_discipline", outcome_checks::reconnect_discipline),
     ("quiescence", outcome_checks::quiescence),

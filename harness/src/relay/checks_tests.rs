@@ -1023,7 +1023,7 @@ fn clean_shutdown_passes_a_prompt_exit_and_flags_a_hang() {
 // ---- boundary checkers: stories from the client's stdio and the relayer's log ----------------
 
 use crate::relay::outcome_checks::{
-    no_work_after_ending, notifications_delivered, prompt_rejection, quiescence, reconnect_discipline,
+    cancellations_name_their_request, no_work_after_ending, notifications_delivered, prompt_rejection, quiescence, reconnect_discipline,
     reply_accounting, sessions_initialized, truthful_endings, user_outcomes,
 };
 
@@ -1750,4 +1750,45 @@ fn prompt_rejection_waits_for_a_link_hold_that_met_the_answer() {
     ];
     assert_clean(&run(prompt_rejection, events(850)));
     assert_one(&run(prompt_rejection, events(1_500)), "prompt_rejection", 2, "answered 1450 ms after");
+}
+
+// ---- cancellations_name_their_request --------------------------------------------------------
+
+fn cancel(at_ms: u64, request: Value) -> TraceEvent {
+    send(at_ms, &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request}}))
+}
+
+fn rpc_cancel(at_ms: u64, request: &str) -> TraceEvent {
+    relayer(at_ms, kind::RPC_CANCEL, &[("request", json!(request)), ("session", json!("s1"))])
+}
+
+/// The client's call 7 goes upstream as `relay-1`; the client cancels it while awaiting it.
+fn cancelled_call(named_upstream: &str) -> Vec<TraceEvent> {
+    vec![
+        std_spec(),                                                                   // 0
+        send(100, &call(json!(7), "a1")),                                             // 1
+        http_post(200, "\"relay-1\"", "7", "tools/call", "a1", 202),                   // 2
+        cancel(300, json!(7)),                                                        // 3
+        relayer(400, kind::HTTP_POST, &[("session", json!("s1")), ("id", json!("")), ("client_id", json!("")), ("method", json!("notifications/cancelled")), ("action", json!("")), ("key", json!("")), ("status", json!(202))]), // 4
+        rpc_cancel(400, named_upstream),                                              // 5
+    ]
+}
+
+#[test]
+fn cancellations_name_their_request_passes_a_cancel_under_the_upstream_id() {
+    assert_clean(&run(cancellations_name_their_request, cancelled_call("\"relay-1\"")));
+}
+
+#[test]
+fn cancellations_name_their_request_flags_a_cancel_under_the_client_id() {
+    let violations = run(cancellations_name_their_request, cancelled_call("7"));
+    assert_one(&violations, "cancellations_name_their_request", 5, "knows that request only as \"relay-1\"");
+}
+
+#[test]
+fn cancellations_name_their_request_passes_a_cancel_of_a_request_already_answered() {
+    // Answered before the cancel: nothing upstream to cancel, so the id may go as written.
+    let mut events = cancelled_call("7");
+    events.insert(3, recv(250, &tool_result(json!(7), "recall a1: done", false)));
+    assert_clean(&run(cancellations_name_their_request, events));
 }

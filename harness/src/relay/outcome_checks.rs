@@ -295,6 +295,59 @@ pub fn no_work_after_ending(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
+/// A `notifications/cancelled` the client sends for a request it still awaits must reach the
+/// relayer naming that request as the relayer knows it. The bridge sends every request upstream
+/// under its own id, so a cancellation passed on with the client's id names nothing the relayer
+/// ran: the work goes on although the user stopped it. Read from the client's stdio (the cancel,
+/// and whether the request was still unanswered) and the relayer's log (the requests it accepted,
+/// each with the client's id it carries, and the cancellations it received).
+pub fn cancellations_name_their_request(facts: &Facts<'_>) -> Vec<Violation> {
+    // Whether a request of `id` was sent before event `at` and not answered before it.
+    let owed_at = |id: &str, at: usize| {
+        facts.requests.iter().any(|r| {
+            r.judged() && r.id.as_deref() == Some(id) && r.index < at && r.answered.as_ref().is_none_or(|a| a.index > at)
+        })
+    };
+    // Per request id, whether the client's latest cancellation of it came while it was owed.
+    let mut cancelled: BTreeMap<String, bool> = BTreeMap::new();
+    // Client id -> the upstream ids the relayer accepted it under, so far.
+    let mut upstream: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.events.iter().enumerate() {
+        match (event.host.as_str(), event.kind.as_str()) {
+            (host::CLIENT, kind::MCP_SEND) => {
+                let msg = message(event);
+                if msg.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
+                    continue;
+                }
+                if let Some(id) = msg.pointer("/params/requestId").map(Value::to_string) {
+                    let owed = owed_at(&id, index);
+                    cancelled.insert(id, owed);
+                }
+            }
+            (host::RELAYER, kind::HTTP_POST) if event.num("status") == 202 && !event.text("id").is_empty() => {
+                upstream.entry(event.text("client_id")).or_default().insert(event.text("id"));
+            }
+            (host::RELAYER, kind::RPC_CANCEL) => {
+                let named = event.text("request");
+                let Some(known) = upstream.get(&named).filter(|ids| !ids.contains(&named)) else { continue };
+                if cancelled.get(&named) != Some(&true) {
+                    continue;
+                }
+                let known: Vec<&str> = known.iter().map(String::as_str).collect();
+                let detail = format!(
+                    "the client cancelled its request {named} while awaiting it; the relayer received a \
+                     cancellation naming {named}, but knows that request only as {}: it cancels nothing",
+                    known.join(", ")
+                );
+                found.push(facts.violation("cancellations_name_their_request", index, detail));
+            }
+            _ => {}
+        }
+    }
+    capped(found)
+}
+
 /// Every notification the client sent reaches the relayer (a POST it accepted) unless the client
 /// closed first or the relayer refused it for good. The relayer's POSTs of one method come in
 /// the client's order, each notification's as a run: transient refusals (429, 5xx) and 404s

@@ -211,6 +211,20 @@ fn a_line_without_the_jsonrpc_version_is_refused() {
     assert!(refusal.is_some(), "the line without a version got no invalid-request error");
 }
 
+// Goal: a client's cancellation reaches the relayer naming the request it cancels. Method: replay
+// the race the `cancellations_name_their_request` oracle found in the default bridge (seed 1,
+// case 46): the client cancels its `tools/call` "1" while awaiting it. The bridge sends every
+// request upstream under its own id (`relay-1`) but passed the cancellation on with the client's
+// id, so it named nothing the relayer ran. Now a cancellation of an owed request names its
+// upstream id.
+#[test]
+fn a_cancellation_names_the_request_as_the_relayer_knows_it() {
+    let outcome = race("relay_cancel_names_the_client_id");
+    assert_eq!(outcome.violations, vec![]);
+    let cancels = events(&outcome, kind::RPC_CANCEL);
+    assert!(cancels.iter().any(|e| e.text("request").starts_with("\"relay-")), "{cancels:?}");
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
@@ -227,6 +241,7 @@ fn mutants_gate_relay() {
         "relay_reused_id_gets_old_reply",
         "relay_sse_lone_cr_line_ends",
         "relay_request_without_jsonrpc_version",
+        "relay_cancel_names_the_client_id",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
