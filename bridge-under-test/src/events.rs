@@ -81,7 +81,7 @@
 //! |---|---|---|
 //! | `cli.action` | cli | `action`, `method`, `timeout_ms` (0 when the call gives none), `client` (its lane), `version` (protocol): a user invocation starts |
 //! | `cli.send` | cli | `action`, `attempt`, `id`, `pid` (the daemon the metadata named, whose socket it is sent to), `msg` (the exact request line) |
-//! | `cli.frame` | cli | `id` (the frame's), `matched` (it re-armed the idle budget) |
+//! | `cli.frame` | cli | `id` (the frame's), `on` (the request whose connection read it), `matched` (it re-armed the idle budget) |
 //! | `cli.reply` | cli | `id`, `ok`, `code` (empty on success) |
 //! | `cli.fail` | cli | `id`, `reason` (`idle`, `budget`, `reset`, `refused`, `unparseable`): a transport failure |
 //! | `cli.restart` | cli | `action`, `pid` (the daemon being replaced, 0 if none) |

@@ -8,7 +8,7 @@ use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
 use super::faults::DISRUPTIVE;
-use super::{honesty, lifecycle};
+use super::{honesty, lifecycle, waits};
 use crate::check::{capped, message};
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
@@ -42,6 +42,9 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("quiescence", honesty::quiescence),
     ("after_heal_succeeds", honesty::after_heal_succeeds),
     ("no_orphaned_work", honesty::no_orphaned_work),
+    ("bounded_waits", waits::bounded_waits),
+    ("action_within_its_path", waits::action_within_its_path),
+    ("one_retry", waits::one_retry),
 ];
 
 /// Run every checker.

@@ -9,6 +9,7 @@ pub mod interleavings;
 pub mod lifecycle;
 pub mod lifecycle_strategy;
 pub mod strategy;
+pub mod waits;
 
 use std::collections::BTreeSet;
 use std::rc::Rc;

@@ -305,6 +305,7 @@ fn mutants_gate_daemon() {
         "daemon_reset_leaks_active_count",
         "daemon_stop_meets_new_work",
         "daemon_launch_crash_holds_the_start_lock",
+        "daemon_drain_outlasts_its_timeout",
     ] {
         let path = format!("{}/races/{name}.json", env!("CARGO_MANIFEST_DIR"));
         let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -348,4 +349,23 @@ fn the_end_of_run_report_waits_for_the_heal() {
     let heal = outcome.trace.events.iter().find(|e| e.kind == kind::FAULT_INJECTED && e.text("fault") == "heal").expect("healed");
     let reports = events(&outcome, kind::CLI_REPORT);
     assert!(!reports.is_empty() && reports.iter().all(|r| r.at_ms > heal.at_ms && r.text("answered") == "true"), "{reports:?}");
+}
+
+// Goal: a client that finds the daemon busy refuses to replace it after one drain timeout, not
+// later (MODEL.md §2.3 `drain_timeout_ms`; ORACLES.md §4: the user's wait is within the bound of
+// the path it took). Method: replay the case the bounded-waits oracle found in the default daemon
+// (seed 1, token v1.daemon.none.735ec32335175c51, shrunk): a protocol-1 client's stale daemon is
+// busy with another client's call, so action 6 drains it until the timeout. Before the fix the
+// drain counted only its polls' 100 ms sleeps, not the probes' own round trips, and refused after
+// 75 s of draining (bounded_waits); now it counts the time since its first probe.
+#[test]
+fn a_drain_refuses_after_one_drain_timeout() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_drain_outlasts_its_timeout.json");
+    let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let outcome = run(&scenario);
+    assert_eq!(outcome.violations, vec![]);
+    let refused = events(&outcome, kind::CLI_REPLACE)
+        .iter()
+        .any(|e| e.text("outcome") == "refused");
+    assert!(refused, "no drain ran out: the race was not exercised");
 }
