@@ -45,6 +45,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("bounded_waits", waits::bounded_waits),
     ("action_within_its_path", waits::action_within_its_path),
     ("one_retry", waits::one_retry),
+    ("errors_have_causes", honesty::errors_have_causes),
 ];
 
 /// Run every checker.
@@ -528,13 +529,18 @@ pub fn silent_daemon_detected(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// A listing ends: it never fetches a cursor twice and never more than `max_pages` pages.
+/// A listing ends: it never fetches a cursor twice and never more than `max_pages` pages (a
+/// fetch the server refused as unauthorized serves nothing and does not count).
 pub fn listing_ends(facts: &Facts<'_>) -> Vec<Violation> {
     let mut cursors: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::SERVER_RECV) {
         let msg: Value = message(event);
-        if msg.get("method").and_then(Value::as_str) != Some("tools/list") {
+        // A page the server refused with a 401 (an expired token) was not served: the daemon
+        // asks for it again once it has renewed the token.
+        if msg.get("method").and_then(Value::as_str) != Some("tools/list")
+            || event.get("auth") == Some(&Value::Bool(false))
+        {
             continue;
         }
         let cursor = msg

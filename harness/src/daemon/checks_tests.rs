@@ -1078,3 +1078,50 @@ fn unauthorized(at_ms: u64, request: &str) -> TraceEvent {
     let fields = [("msg", json!("")), ("status", json!(401)), ("request", json!(request))];
     TraceEvent::new(at_ms, host::MCP, kind::SERVER_SEND, &fields)
 }
+
+use crate::daemon::honesty::errors_have_causes;
+
+/// The MCP server's answer for request `request`.
+fn answer_for(at_ms: u64, request: &str, msg: &Value) -> TraceEvent {
+    let fields = [
+        ("msg", json!(msg.to_string())),
+        ("status", json!(200)),
+        ("request", json!(request)),
+    ];
+    TraceEvent::new(at_ms, host::MCP, kind::SERVER_SEND, &fields)
+}
+
+#[test]
+fn errors_have_causes_passes_a_repeated_cursor_and_a_timeout() {
+    let page = |cursor: &str| json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [], "nextCursor": cursor}});
+    let repeated = vec![
+        action(0, 1),
+        send(10, 1, 1, "listTools", None),
+        answer_for(100, "a1.1", &page("page-2")),
+        answer_for(200, "a1.1", &page("page-2")),
+        reply(210, "a1.1", "runtime_error"),
+        done(210, 1),
+    ];
+    assert_eq!(run(errors_have_causes, repeated), vec![]);
+    let timed_out = vec![
+        action(0, 1),
+        send(10, 1, 1, "callTool", None),
+        reply(3_010, "a1.1", "operation_timeout"),
+        done(3_010, 1),
+    ];
+    assert_eq!(run(errors_have_causes, timed_out), vec![]);
+}
+
+#[test]
+fn errors_have_causes_flags_giving_up_on_an_expired_token() {
+    let expired = vec![
+        action(0, 1),
+        send(10, 1, 1, "listTools", None),
+        unauthorized(30, "a1.1"),
+        reply(40, "a1.1", "runtime_error"),
+        done(40, 1),
+    ];
+    let found = run(errors_have_causes, expired);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("asked it to authorize"), "{}", found[0].detail);
+}

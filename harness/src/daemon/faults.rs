@@ -1,13 +1,14 @@
 //! The daemon family's faults: plain data, applied between simulation steps by one function that
 //! also records a `fault.injected` event. "Smaller" means milder: fewer faults, shorter windows.
 //! Mock-level faults (approval, pages, cursors, a wedged method, a slow tool, a caller's
-//! deadline) take effect at time 0; the daemon's own faults at their onset.
+//! deadline, token lifetime) take effect at time 0; the daemon's own faults at their onset.
 
 use bridge_under_test::daemon::client::SharedCliKnobs;
 use bridge_under_test::daemon::knobs::{
     lock, Approval, SharedBrowserKnobs, SharedDaemonKnobs, SharedMcpKnobs,
 };
 use bridge_under_test::daemon::machine::{Exit, Machine};
+use bridge_under_test::daemon::oauth::SharedIssued;
 use bridge_under_test::emit;
 use bridge_under_test::events::kind;
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,9 @@ pub enum DaemonFault {
     DaemonCrash { at_ms: u64 },
     /// The daemon's open client connections are reset: a socket torn down under it.
     SocketReset { at_ms: u64 },
+    /// Access tokens live `lifetime_ms`: an authorization server with short-lived tokens, so
+    /// the daemon's warm session outlives its token and must refresh it.
+    TokenExpiry { lifetime_ms: u64 },
     /// Invocation `action` (1-based) runs with caller deadline `timeout_ms`: a user or a script
     /// passing a small (< 250 ms) or a large `timeoutMs`.
     CallerDeadline { action: usize, timeout_ms: u64 },
@@ -67,6 +71,7 @@ pub const KINDS: &[&str] = &[
     "daemon_crash",
     "socket_reset",
     "caller_deadline",
+    "token_expiry",
 ];
 
 /// The lifecycle operations a scenario places in time besides its invocations (a daemon crash
@@ -92,6 +97,7 @@ impl DaemonFault {
             Self::DaemonCrash { .. } => "daemon_crash",
             Self::SocketReset { .. } => "socket_reset",
             Self::CallerDeadline { .. } => "caller_deadline",
+            Self::TokenExpiry { .. } => "token_expiry",
             Self::ConfigEdit { .. } => "config_edit",
             Self::PeerStart { .. } => "peer_start",
         }
@@ -117,6 +123,7 @@ pub struct Targets<'a> {
     pub daemon: &'a SharedDaemonKnobs,
     pub cli: &'a SharedCliKnobs,
     pub machine: &'a Machine,
+    pub tokens: &'a SharedIssued,
 }
 
 /// Apply one phase of a fault, recording it.
@@ -159,6 +166,7 @@ pub fn apply(fault: &DaemonFault, phase: Phase, targets: &Targets<'_>) {
             daemon.reset_epoch += 1;
             daemon.notify();
         }
+        DaemonFault::TokenExpiry { lifetime_ms } => lock(targets.tokens).lifetime_ms = *lifetime_ms,
         DaemonFault::CallerDeadline { action, timeout_ms } => {
             lock(targets.cli).deadlines.insert(*action, *timeout_ms);
         }

@@ -11,7 +11,6 @@ pub mod lifecycle_strategy;
 pub mod strategy;
 pub mod waits;
 
-use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
@@ -89,6 +88,7 @@ pub struct Driver {
     daemon: SharedDaemonKnobs,
     cli: SharedCliKnobs,
     machine: Rc<Machine>,
+    tokens: oauth::SharedIssued,
 }
 
 impl Driver {
@@ -99,7 +99,7 @@ impl Driver {
             bugs: scenario.bugs,
         };
         let machine = Machine::shared();
-        let issued: oauth::SharedIssued = Arc::new(Mutex::new(BTreeSet::new()));
+        let issued: oauth::SharedIssued = Arc::new(Mutex::new(oauth::Issued::default()));
         let mcp_knobs = Arc::new(Mutex::new(McpKnobs {
             pages: scenario.pages,
             ..McpKnobs::default()
@@ -111,6 +111,7 @@ impl Driver {
         let (knobs, tokens) = (mcp_knobs.clone(), issued.clone());
         family::host(sim, host::MCP, move || mcp::run(knobs.clone(), tokens.clone()));
         let oauth_seed = derive(seed, "oauth");
+        let tokens = issued.clone();
         family::host(sim, host::OAUTH, move || oauth::run(oauth_seed, issued.clone()));
         let knobs = browser_knobs.clone();
         family::host(sim, host::BROWSER, move || browser::run(knobs.clone()));
@@ -138,6 +139,7 @@ impl Driver {
             daemon: daemon_knobs,
             cli: cli_knobs,
             machine,
+            tokens,
         }
     }
 }
@@ -170,6 +172,7 @@ impl family::Driver for Driver {
             daemon: &self.daemon,
             cli: &self.cli,
             machine: &self.machine,
+            tokens: &self.tokens,
         };
         faults::apply(
             &self.scenario.faults[scheduled.fault],

@@ -202,6 +202,11 @@ fn fault(
         "socket_reset" => at
             .prop_map(|at_ms| DaemonFault::SocketReset { at_ms })
             .boxed(),
+        // From a few round trips (never shorter than the exchange that uses it) to a few
+        // actions long.
+        "token_expiry" => (500..=2 * big)
+            .prop_map(|lifetime_ms| DaemonFault::TokenExpiry { lifetime_ms })
+            .boxed(),
         _ => {
             // Small deadlines only with compressed timing: a fine tick over minutes is too slow.
             let small = if *timing == Timing::default() {

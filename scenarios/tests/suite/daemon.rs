@@ -306,6 +306,7 @@ fn mutants_gate_daemon() {
         "daemon_stop_meets_new_work",
         "daemon_launch_crash_holds_the_start_lock",
         "daemon_drain_outlasts_its_timeout",
+        "daemon_expired_token_fails_the_action",
     ] {
         let path = format!("{}/races/{name}.json", env!("CARGO_MANIFEST_DIR"));
         let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -368,4 +369,27 @@ fn a_drain_refuses_after_one_drain_timeout() {
         .iter()
         .any(|e| e.text("outcome") == "refused");
     assert!(refused, "no drain ran out: the race was not exercised");
+}
+
+// Goal: a token that expires under the daemon's warm session is renewed without the user and the
+// action succeeds (MODEL.md §4.13: the OAuth server refuses expired tokens, as a real one does;
+// ORACLES.md §2: an error must name a cause no correct daemon gets past). Method: replay the case
+// the errors_have_causes oracle found in the default daemon (seed 1, token
+// v1.daemon.none.d439ba61c5905fe6, shrunk): tokens live 500 ms; action 1 authorizes, action 2's
+// listTools starts 3 s later on the warm session. Before the fix the daemon answered the MCP
+// server's 401 with `runtime_error` ("tools/list: unauthorized"); now it refreshes the token
+// (rotating refresh tokens), initializes the new session and sends the page again.
+#[test]
+fn an_expired_token_is_refreshed_without_the_user() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_expired_token_fails_the_action.json");
+    let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let outcome = run(&scenario);
+    assert_eq!(outcome.violations, vec![]);
+    let refreshed = events(&outcome, kind::OAUTH_TOKEN)
+        .iter()
+        .any(|e| e.text("grant") == "refresh_token" && e.get("ok") == Some(&serde_json::Value::Bool(true)));
+    assert!(refreshed, "no token was refreshed: the race was not exercised");
+    assert_eq!(count(&outcome, kind::BROWSER_PROMPT), 1, "the renewal prompted the user");
+    let last = events(&outcome, kind::CLI_DONE).last().map(|e| e.text("outcome"));
+    assert_eq!(last.as_deref(), Some("ok"));
 }
