@@ -223,10 +223,10 @@ impl<'a> Facts<'a> {
                 }
             } else if DISRUPTIVE.contains(&fault.as_str()) {
                 match (fault.as_str(), event.text("phase").as_str()) {
-                    ("daemon_stall", "start") => {
+                    ("daemon_stall" | "crossed_frames", "start") => {
                         open.insert(event.text("detail"), event.at_ms);
                     }
-                    ("daemon_stall", _) => {
+                    ("daemon_stall" | "crossed_frames", _) => {
                         let start = open.remove(&event.text("detail")).unwrap_or(event.at_ms);
                         self.disruptions.push((start, event.at_ms));
                     }

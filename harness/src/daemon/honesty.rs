@@ -28,6 +28,8 @@ const HEALABLE: &[&str] = &[
     "socket_reset",
     "config_edit",
     "token_expiry",
+    "keep_open",
+    "crossed_frames",
     "heal",
 ];
 

@@ -43,7 +43,9 @@ pub fn horizon_ms(scenario: &DaemonScenario, tick_ms: u64) -> u64 {
         .iter()
         .map(|fault| match fault {
             DaemonFault::PageDelay { delay_ms, .. } => *delay_ms,
-            DaemonFault::DaemonStall { for_ms, .. } => *for_ms,
+            DaemonFault::DaemonStall { for_ms, .. } | DaemonFault::CrossedFrames { for_ms, .. } => {
+                *for_ms
+            }
             _ => 0,
         })
         .sum();
@@ -194,6 +196,12 @@ fn fault(
             .boxed(),
         "daemon_stall" => (at.clone(), 50..=3 * big)
             .prop_map(|(at_ms, for_ms)| DaemonFault::DaemonStall { at_ms, for_ms })
+            .boxed(),
+        "keep_open" => (1..=2 * big)
+            .prop_map(|hold_ms| DaemonFault::KeepOpen { hold_ms })
+            .boxed(),
+        "crossed_frames" => (at.clone(), 50..=2 * big)
+            .prop_map(|(at_ms, for_ms)| DaemonFault::CrossedFrames { at_ms, for_ms })
             .boxed(),
         "daemon_crash" => at
             .clone()
