@@ -45,6 +45,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("bounded_waits", waits::bounded_waits),
     ("action_within_its_path", waits::action_within_its_path),
     ("one_retry", waits::one_retry),
+    ("workload_happened", waits::workload_happened),
     ("errors_have_causes", honesty::errors_have_causes),
 ];
 

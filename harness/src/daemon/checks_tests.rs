@@ -1125,3 +1125,43 @@ fn errors_have_causes_flags_giving_up_on_an_expired_token() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("asked it to authorize"), "{}", found[0].detail);
 }
+
+use crate::daemon::waits::workload_happened;
+
+/// [`spec`] with the number of invocations the scenario scheduled.
+fn spec_of(invocations: u64) -> TraceEvent {
+    let fields = [
+        ("family", json!("daemon")),
+        ("oauth_timeout_ms", json!(2_000)),
+        ("sdk_request_timeout_ms", json!(1_000)),
+        ("daemon_timeout_ms", json!(1_000)),
+        ("max_pages", json!(100)),
+        ("slack_ms", json!(20)),
+        ("horizon_ms", json!(10_000)),
+        ("invocations", json!(invocations)),
+    ];
+    TraceEvent::new(0, host::SIM, kind::RUN_SPEC, &fields)
+}
+
+fn run_with_spec(checker: Checker, spec: TraceEvent, events: Vec<TraceEvent>) -> Vec<Violation> {
+    let trace = Trace { events: std::iter::once(spec).chain(events).collect() };
+    let schema = McpSchema::new();
+    checker(&Facts::new(&trace, &schema))
+}
+
+#[test]
+fn workload_happened_passes_every_invocation_run_and_reported() {
+    let mut events = healthy_call();
+    events.push(settled(1_000, 1, "1", ""));
+    assert_eq!(run_with_spec(workload_happened, spec_of(1), events), vec![]);
+}
+
+#[test]
+fn workload_happened_flags_a_cli_that_ran_nothing_and_one_that_skipped_the_report() {
+    let found = run_with_spec(workload_happened, spec_of(2), vec![settled(10, 1, "1", "")]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("scheduled 2 invocations"), "{}", found[0].detail);
+    let found = run_with_spec(workload_happened, spec_of(1), healthy_call());
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("no end-of-run report"), "{}", found[0].detail);
+}

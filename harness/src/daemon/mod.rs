@@ -156,6 +156,7 @@ impl family::Driver for Driver {
             max_pages = u64::from(bridge_under_test::daemon::config::MAX_PAGES),
             slack_ms = spec.slack_ms,
             horizon_ms = params.horizon_ms,
+            invocations = self.scenario.invocations.len() as u64,
             bugs = %self.scenario.bugs.enabled().join("+"),
             profile = %self.scenario.profile.join("+")
         );

@@ -399,3 +399,32 @@ pub fn one_retry(facts: &Facts<'_>) -> Vec<Violation> {
     }
     capped(found)
 }
+
+/// The workload happened (ORACLES.md §4): every invocation the scenario scheduled (`run.spec`'s
+/// `invocations`) shows up as a `cli.action` and ends with a `cli.done`, and the end-of-run
+/// report was taken. A run in which the CLI did less than it was asked is a violation, never a
+/// pass.
+pub fn workload_happened(facts: &Facts<'_>) -> Vec<Violation> {
+    let Some(spec) = facts.trace.first(kind::RUN_SPEC) else {
+        return Vec::new();
+    };
+    let Some(scheduled) = spec.get("invocations").and_then(Value::as_u64) else {
+        return Vec::new();
+    };
+    let last = facts.trace.events.len().saturating_sub(1);
+    let started = facts.actions.len() as u64;
+    let ended = facts.actions.iter().filter(|a| a.end_ms.is_some()).count() as u64;
+    let mut found = Vec::new();
+    if started != scheduled || ended != scheduled {
+        let detail = format!(
+            "the scenario scheduled {scheduled} invocations; the CLI started {started} and ended \
+             {ended}"
+        );
+        found.push(facts.violation("workload_happened", last, detail));
+    }
+    if scheduled > 0 && facts.trace.first(kind::CLI_SETTLED).is_none() && ended == scheduled {
+        let detail = "every invocation ended, but the CLI took no end-of-run report".to_string();
+        found.push(facts.violation("workload_happened", last, detail));
+    }
+    found
+}
