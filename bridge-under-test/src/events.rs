@@ -82,7 +82,7 @@
 //! |---|---|---|
 //! | `cli.action` | cli | `action`, `method`, `timeout_ms` (0 when the call gives none), `client` (its lane), `version` (protocol): a user invocation starts |
 //! | `cli.send` | cli | `action`, `attempt`, `id`, `pid` (the daemon the metadata named, whose socket it is sent to), `msg` (the exact request line) |
-//! | `cli.frame` | cli | `id` (the frame's), `matched` (it re-armed the idle budget) |
+//! | `cli.frame` | cli | `id` (the frame's), `on` (the request whose connection read it), `matched` (it re-armed the idle budget) |
 //! | `cli.reply` | cli | `id`, `ok`, `code` (empty on success) |
 //! | `cli.fail` | cli | `id`, `reason` (`idle`, `budget`, `reset`, `refused`, `unparseable`): a transport failure |
 //! | `cli.restart` | cli | `action`, `pid` (the daemon being replaced, 0 if none) |
@@ -106,7 +106,7 @@
 //! | `server.exec` | mcp | `request`, `method`: a logical execution (`tools/call`, `resources/*`, the first page of `tools/list`) |
 //! | `oauth.register` | oauth | `client_id` |
 //! | `oauth.authorize` | oauth | `client_id`, `state`, `ok`: the user approved; a code was issued when ok |
-//! | `oauth.token` | oauth | `client_id`, `ok`, `error` (the OAuth error code, empty when ok) |
+//! | `oauth.token` | oauth | `client_id`, `grant` (`authorization_code` or `refresh_token`), `ok`, `error` (the OAuth error code, empty when ok), `lifetime_ms` (of the tokens it issues) |
 //! | `browser.prompt` | browser | `flow` (count so far), `state`: an authorization flow started |
 //! | `browser.approve` | browser | `flow`, `state`, `status` (of the redirect back to the daemon) |
 //! | `fault.fired` | mcp, daemon | `fault`, `id`: a knob took effect |

@@ -65,8 +65,43 @@ fn failed(what: &str) -> impl Fn(String) -> UpstreamError + '_ {
     move |why| UpstreamError::Failed(format!("OAuth {what}: {why}"))
 }
 
-/// Run one authorization flow for request `request_id`; the access token.
-pub async fn run(ctx: &Rc<Ctx>, request_id: &str, bound_ms: u64) -> Result<String, UpstreamError> {
+/// What a token endpoint gave: the access token and, when the server rotates them, the refresh
+/// token for the next renewal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tokens {
+    pub access: String,
+    pub refresh: Option<String>,
+}
+
+fn tokens(reply: &Value) -> Result<Tokens, UpstreamError> {
+    let access = reply
+        .get("access_token")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| failed("token")(format!("no access_token in {reply}")))?;
+    let refresh = reply
+        .get("refresh_token")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    Ok(Tokens { access, refresh })
+}
+
+/// Renew an expired access token with the refresh token (RFC 6749 §6), without the user.
+pub async fn refresh(ctx: &Rc<Ctx>, refresh_token: &str) -> Result<Tokens, UpstreamError> {
+    let client_id = ctx.state.borrow().upstream.client_id.clone();
+    let client_id = client_id.ok_or_else(|| failed("refresh")("no registered client".into()))?;
+    let endpoints = discover(ctx).await?;
+    let body = url::form(&[
+        ("grant_type", "refresh_token"),
+        ("refresh_token", refresh_token),
+        ("client_id", &client_id),
+    ]);
+    let reply = get_json(ctx, &endpoints.token, "POST", body).await?;
+    tokens(&reply)
+}
+
+/// Run one authorization flow for request `request_id`; the tokens it obtained.
+pub async fn run(ctx: &Rc<Ctx>, request_id: &str, bound_ms: u64) -> Result<Tokens, UpstreamError> {
     let (verifier, state) = {
         let mut process = ctx.state.borrow_mut();
         (process.rng.hex(64), process.rng.hex(16))
@@ -99,7 +134,7 @@ struct Endpoints {
     register: String,
 }
 
-async fn flow(ctx: &Rc<Ctx>, verifier: &str, state: &str) -> Result<String, UpstreamError> {
+async fn flow(ctx: &Rc<Ctx>, verifier: &str, state: &str) -> Result<Tokens, UpstreamError> {
     let endpoints = discover(ctx).await?;
     let redirect_uri = format!(
         "http://{}:{}/callback",
@@ -131,11 +166,7 @@ async fn flow(ctx: &Rc<Ctx>, verifier: &str, state: &str) -> Result<String, Upst
         ("code_verifier", verifier),
     ]);
     let reply = get_json(ctx, &endpoints.token, "POST", body).await?;
-    reply
-        .get("access_token")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| failed("token")(format!("no access_token in {reply}")))
+    tokens(&reply)
 }
 
 async fn wait_for_code(ctx: &Ctx, state: &str) -> String {
@@ -193,7 +224,7 @@ async fn register(
     let body = json!({
         "client_name": "sim-daemon",
         "redirect_uris": [redirect_uri],
-        "grant_types": ["authorization_code"],
+        "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "none"
     });

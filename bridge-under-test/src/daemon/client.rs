@@ -284,7 +284,7 @@ async fn exchange(id: &str, socket: u16, line: &str, budget: (SocketBudget, bool
             Some(Line::Progress { .. }) if !modern => return Attempt::Transport("unparseable"),
             Some(Line::Progress { id: frame }) => {
                 let matched = frame == id;
-                emit!(kind::CLI_FRAME, id = %frame, matched);
+                emit!(kind::CLI_FRAME, id = %frame, on = %id, matched);
                 if matched && rearm {
                     deadline = seam::now() + budget;
                 }

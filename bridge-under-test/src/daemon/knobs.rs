@@ -52,6 +52,10 @@ pub struct DaemonKnobs {
     pub stall: bool,
     /// Bumped to reset every open client connection.
     pub reset_epoch: u64,
+    /// After writing a response, the connection stays open this long before the daemon ends it.
+    pub hold_open_ms: u64,
+    /// While set, every progress frame carries another request's id.
+    pub crossed_frames: bool,
     /// Woken whenever a knob changes.
     pub changed: Arc<Notify>,
 }

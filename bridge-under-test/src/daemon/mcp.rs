@@ -78,7 +78,7 @@ fn bearer(headers: &HeaderMap) -> &str {
 }
 
 fn authorized(app: &App, headers: &HeaderMap) -> bool {
-    lock(&app.issued).contains(bearer(headers))
+    lock(&app.issued).valid(bearer(headers))
 }
 
 async fn on_post(State(app): State<App>, headers: HeaderMap, body: String) -> Response {

@@ -110,7 +110,7 @@ async fn list_tools(ctx: &Rc<Ctx>, request: &Request) -> Result<Value, Failure> 
         let params = cursor
             .as_ref()
             .map_or_else(|| json!({}), |c| json!({"cursor": c}));
-        let call = upstream::rpc(ctx, &request.id, "tools/list", params);
+        let call = upstream::rpc(ctx, &request.id, "tools/list", params, oauth_bound_ms);
         let result = match tokio::time::timeout(Duration::from_millis(page_bound_ms), call).await {
             Ok(result) => result.map_err(|e| failure(ctx, e))?,
             Err(_) => {
@@ -149,7 +149,7 @@ async fn fixed(ctx: &Rc<Ctx>, request: &Request, admitted: Instant) -> Result<Va
         let oauth_bound_ms = ctx.rules.timing.oauth_timeout_ms;
         upstream::connect(ctx, &request.id, oauth_bound_ms).await?;
         let (method, params) = upstream_call(request);
-        upstream::rpc(ctx, &request.id, method, params).await
+        upstream::rpc(ctx, &request.id, method, params, oauth_bound_ms).await
     };
     let Some(ceiling_ms) = ctx.rules.ceiling_ms(request.timeout_ms()) else {
         return work.await.map_err(|e| failure(ctx, e));

@@ -4,7 +4,7 @@
 //! RNG. Issued tokens go into [`SharedIssued`], which the MCP server trusts, as a resource
 //! server trusts its authorization server's signing key.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{Query, State};
@@ -21,8 +21,45 @@ use crate::events::{host, kind};
 use crate::net::{http, url};
 use crate::rng::SimRng;
 
-/// Access tokens the authorization server has issued.
-pub type SharedIssued = Arc<Mutex<BTreeSet<String>>>;
+/// How long an access token lives unless a fault says otherwise: an hour, as real servers.
+pub const TOKEN_LIFETIME_MS: u64 = 3_600_000;
+
+/// Access tokens the authorization server has issued, each with its expiry on the simulation's
+/// clock, and the lifetime it gives new ones.
+#[derive(Debug)]
+pub struct Issued {
+    pub lifetime_ms: u64,
+    access: BTreeMap<String, u64>,
+}
+
+impl Default for Issued {
+    fn default() -> Self {
+        Self {
+            lifetime_ms: TOKEN_LIFETIME_MS,
+            access: BTreeMap::new(),
+        }
+    }
+}
+
+impl Issued {
+    /// Whether `token` was issued here and has not expired: a resource server refuses an
+    /// expired token as a real one does.
+    pub fn valid(&self, token: &str) -> bool {
+        self.access.get(token).is_some_and(|expires| sim_ms() < *expires)
+    }
+
+    fn issue(&mut self, token: String) {
+        let expires = sim_ms().saturating_add(self.lifetime_ms);
+        self.access.insert(token, expires);
+    }
+}
+
+/// The simulation's clock, shared by every host (each host's tokio clock has its own origin).
+fn sim_ms() -> u64 {
+    turmoil::sim_elapsed().map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+pub type SharedIssued = Arc<Mutex<Issued>>;
 
 /// This server's base URL.
 pub fn issuer() -> String {
@@ -42,6 +79,8 @@ struct Inner {
     /// client id → registered redirect URIs.
     clients: BTreeMap<String, Vec<String>>,
     codes: BTreeMap<String, Grant>,
+    /// Refresh token → (client id, used): each is good for one refresh (rotation).
+    refresh: BTreeMap<String, (String, bool)>,
     issued: SharedIssued,
 }
 
@@ -54,6 +93,7 @@ pub async fn run(seed: u64, issued: SharedIssued) -> Result<(), Box<dyn std::err
         rng: SimRng::new(seed),
         clients: BTreeMap::new(),
         codes: BTreeMap::new(),
+        refresh: BTreeMap::new(),
         issued,
     };
     let router = Router::new()
@@ -74,7 +114,7 @@ async fn metadata() -> Json<Value> {
         "token_endpoint": format!("{base}/token"),
         "registration_endpoint": format!("{base}/register"),
         "response_types_supported": ["code"],
-        "grant_types_supported": ["authorization_code"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["none"]
     }))
@@ -116,7 +156,7 @@ async fn register(State(app): State<App>, Json(body): Json<Value>) -> Response {
         "client_id": client_id,
         "redirect_uris": uris,
         "token_endpoint_auth_method": "none",
-        "grant_types": ["authorization_code"],
+        "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"]
     });
     (StatusCode::CREATED, Json(body)).into_response()
@@ -167,24 +207,68 @@ async fn token(State(app): State<App>, body: String) -> Response {
     let form = url::parse_form(&body);
     let field = |name: &str| form.get(name).cloned().unwrap_or_default();
     let client_id = field("client_id");
-    let outcome = exchange(&app, &form);
+    let grant = form.get("grant_type").cloned().unwrap_or_default();
+    let outcome = if grant == "refresh_token" {
+        refresh(&app, &form)
+    } else {
+        exchange(&app, &form)
+    };
+    let lifetime_ms = lock(&lock(&app.0).issued).lifetime_ms;
     emit!(
         kind::OAUTH_TOKEN,
         client_id = %client_id,
+        grant = %grant,
         ok = outcome.is_ok(),
-        error = outcome.as_ref().err().map_or("", |(error, _)| *error)
+        error = outcome.as_ref().err().map_or("", |(error, _)| *error),
+        lifetime_ms
     );
     match outcome {
-        Ok(token) => {
-            let body = json!({"access_token": token, "token_type": "Bearer", "expires_in": 3600});
+        Ok((token, refresh_token)) => {
+            let body = json!({
+                "access_token": token,
+                "token_type": "Bearer",
+                "expires_in": lifetime_ms.div_ceil(1_000),
+                "refresh_token": refresh_token
+            });
             (StatusCode::OK, Json(body)).into_response()
         }
         Err((error, description)) => oauth_error(StatusCode::BAD_REQUEST, error, &description),
     }
 }
 
+/// What the token endpoint gives: an access token and a refresh token, or an RFC 6749 error.
+type Tokens = Result<(String, String), (&'static str, String)>;
+
+/// Issue a fresh access token and refresh token to `client_id`.
+fn issue(inner: &mut Inner, client_id: &str) -> (String, String) {
+    let token = format!("token-{}", inner.rng.hex(24));
+    let refresh = format!("refresh-{}", inner.rng.hex(24));
+    lock(&inner.issued).issue(token.clone());
+    inner.refresh.insert(refresh.clone(), (client_id.to_string(), false));
+    (token, refresh)
+}
+
+/// A refresh-token grant (RFC 6749 §6): the refresh token must be one this server issued to this
+/// client and not yet used; it is rotated.
+fn refresh(app: &App, form: &BTreeMap<String, String>) -> Tokens {
+    let field = |name: &str| form.get(name).cloned().unwrap_or_default();
+    let (presented, client_id) = (field("refresh_token"), field("client_id"));
+    let mut inner = lock(&app.0);
+    let Some((owner, used)) = inner.refresh.get_mut(&presented) else {
+        return Err(("invalid_grant", "unknown refresh token".into()));
+    };
+    if *used {
+        return Err(("invalid_grant", "refresh token already used".into()));
+    }
+    if *owner != client_id {
+        return Err(("invalid_grant", "refresh token issued to another client".into()));
+    }
+    *used = true;
+    Ok(issue(&mut inner, &client_id))
+}
+
 /// Check a code exchange; `Err((error, description))` in RFC 6749's vocabulary.
-fn exchange(app: &App, form: &BTreeMap<String, String>) -> Result<String, (&'static str, String)> {
+fn exchange(app: &App, form: &BTreeMap<String, String>) -> Tokens {
     let field = |name: &str| form.get(name).cloned().unwrap_or_default();
     if field("grant_type") != "authorization_code" {
         return Err((
@@ -216,7 +300,6 @@ fn exchange(app: &App, form: &BTreeMap<String, String>) -> Result<String, (&'sta
         return Err(("invalid_grant", "PKCE verification failed".into()));
     }
     grant.used = true;
-    let token = format!("token-{}", inner.rng.hex(24));
-    lock(&inner.issued).insert(token.clone());
-    Ok(token)
+    let client_id = grant.client_id.clone();
+    Ok(issue(&mut inner, &client_id))
 }

@@ -56,6 +56,9 @@ pub struct ProcessState {
     /// Requests whose work has not ended.
     pub active: u64,
     pub rng: SimRng,
+    /// The id of the request admitted last: what a daemon that mixes up its connections writes
+    /// on another one (the crossed-frames fault).
+    pub last_request: String,
 }
 
 /// The daemon host's software: launch and kill processes as the process table asks.
@@ -104,6 +107,7 @@ fn launch(
     let state = ProcessState {
         upstream: Session::default(),
         active: 0,
+        last_request: String::new(),
         rng: SimRng::new(config.seed ^ crate::rng::mix(pid)),
     };
     let ctx = Rc::new(Ctx {

@@ -154,9 +154,11 @@ async fn guarded(who: &Who<'_>, meant: u64) -> Decision {
         // The stop says `ifIdle`: a daemon that took work since the last probe refuses it, and
         // the drain goes on, all within one drain timeout.
         Some(first) => {
-            let (mut status, mut drained_ms) = (Some(first), 0);
+            // The drain timeout is time, from the first probe: counting only the polls' sleeps
+            // would leave out every probe's own round trip and drain ~10 s too long.
+            let (mut status, began) = (Some(first), seam::now());
             loop {
-                match drain(who, target, status, &mut drained_ms).await {
+                match drain(who, target, status, began).await {
                     Drain::Idle | Drain::Gone => {}
                     Drain::Peer => return Decision::PeerMidDrain,
                     Drain::Busy => {
@@ -171,7 +173,6 @@ async fn guarded(who: &Who<'_>, meant: u64) -> Decision {
                     break;
                 }
                 seam::sleep_ms(POLL_MS).await;
-                drained_ms += POLL_MS;
                 status = probe(who, target).await;
             }
         }
@@ -185,8 +186,8 @@ async fn guarded(who: &Who<'_>, meant: u64) -> Decision {
 }
 
 /// Poll `status` every [`POLL_MS`] until the daemon has nothing else in flight, for at most
-/// [`DRAIN_TIMEOUT_MS`] counted in `waited` across the drains of one replacement.
-async fn drain(who: &Who<'_>, target: u64, mut status: Option<Status>, waited: &mut u64) -> Drain {
+/// [`DRAIN_TIMEOUT_MS`] from `began` (the replacement's first probe), across its drains.
+async fn drain(who: &Who<'_>, target: u64, mut status: Option<Status>, began: seam::Instant) -> Drain {
     let filtered = who.cli.rules.bugs.pid_filtered_drain_probe;
     loop {
         match &status {
@@ -197,11 +198,10 @@ async fn drain(who: &Who<'_>, target: u64, mut status: Option<Status>, waited: &
             Some(s) if s.active == Some(0) => return Drain::Idle,
             Some(_) => {}
         }
-        if *waited >= DRAIN_TIMEOUT_MS {
+        if seam::ms_since(began) >= DRAIN_TIMEOUT_MS {
             return Drain::Busy;
         }
         seam::sleep_ms(POLL_MS).await;
-        *waited += POLL_MS;
         status = probe(who, target).await;
         if filtered {
             status = status.filter(|s| s.pid == target);

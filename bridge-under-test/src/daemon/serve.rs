@@ -68,6 +68,7 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
         first_ms = if interval_ms.is_some() { first_ms } else { 0 }
     );
     let counted = Active::admit(ctx);
+    ctx.state.borrow_mut().last_request.clone_from(&request.id);
     let outcome = with_frames(ctx, &mut writer, &request, (interval_ms, admitted)).await;
     drop(counted);
     let Ok(outcome) = outcome else { return };
@@ -82,6 +83,13 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
         return;
     }
     emit!(kind::DAEMON_REPLY, pid = ctx.pid, id = %request.id, ok, code);
+    // A daemon (or a proxy in front of it) that keeps the connection open after the response:
+    // the client must settle on the response frame, not on the connection's end.
+    let hold_ms = lock(&ctx.knobs).hold_open_ms;
+    if hold_ms > 0 {
+        emit!(kind::FAULT_FIRED, fault = "keep_open", id = %request.id);
+        seam::sleep_ms(hold_ms).await;
+    }
     let _ = writer.shutdown().await;
     if request.method == "stop" && ok {
         ctx.stop.notify_one();
@@ -150,11 +158,25 @@ async fn with_frames<W: AsyncWriteExt + Unpin>(
         tokio::select! {
             outcome = &mut work => return Ok(outcome),
             () = tokio::time::sleep_until(next) => {
-                write_line(ctx, writer, &wire::progress(&request.id)).await?;
+                write_line(ctx, writer, &wire::progress(&frame_id(ctx, &request.id))).await?;
                 // After a stall, one frame, then the cadence again: no burst of stale frames.
                 next = (next + interval).max(seam::now());
             }
         }
+    }
+}
+
+/// The id a progress frame carries: the request's own, or, under the crossed-frames fault,
+/// another request's (the one admitted last, or one that never existed).
+fn frame_id(ctx: &Ctx, id: &str) -> String {
+    if !lock(&ctx.knobs).crossed_frames {
+        return id.to_string();
+    }
+    let last = ctx.state.borrow().last_request.clone();
+    if last == id || last.is_empty() {
+        format!("{id}-other")
+    } else {
+        last
     }
 }
 

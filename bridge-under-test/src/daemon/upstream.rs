@@ -24,13 +24,12 @@ pub enum UpstreamError {
 #[derive(Debug, Default)]
 pub struct Session {
     pub token: Option<String>,
+    /// The refresh token of the last grant: renews an expired access token without the user.
+    pub refresh_token: Option<String>,
     pub initialized: bool,
     /// The client id from dynamic registration, reused by later flows.
     pub client_id: Option<String>,
     next_id: u64,
-}
-
-impl Session {
 }
 
 /// `closeServer`: drop the warm connection, its open HTTP connections with it (the token stays).
@@ -55,7 +54,9 @@ pub async fn connect(
     if ctx.state.borrow().upstream.initialized {
         return Ok(());
     }
-    for _ in 0..2 {
+    let mut refreshed = false;
+    for _ in 0..3 {
+        let used = ctx.state.borrow().upstream.token.clone();
         match exchange(ctx, request_id, "initialize", initialize_params(), true).await? {
             Exchange::Result(_) => {
                 let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
@@ -63,9 +64,28 @@ pub async fn connect(
                 ctx.state.borrow_mut().upstream.initialized = true;
                 return Ok(());
             }
+            // Another request renewed the token meanwhile: try the new one.
+            Exchange::Unauthorized if ctx.state.borrow().upstream.token != used => {}
             Exchange::Unauthorized => {
-                let token = authorize::run(ctx, request_id, oauth_bound_ms).await?;
-                ctx.state.borrow_mut().upstream.token = Some(token);
+                // An expired token is renewed once with the refresh token; without one, or if
+                // the renewal fails, the user authorizes again.
+                let refresh = if refreshed {
+                    None
+                } else {
+                    ctx.state.borrow_mut().upstream.refresh_token.take()
+                };
+                refreshed = true;
+                let renewed = match refresh {
+                    Some(refresh) => authorize::refresh(ctx, &refresh).await.ok(),
+                    None => None,
+                };
+                let tokens = match renewed {
+                    Some(tokens) => tokens,
+                    None => authorize::run(ctx, request_id, oauth_bound_ms).await?,
+                };
+                let mut state = ctx.state.borrow_mut();
+                state.upstream.token = Some(tokens.access);
+                state.upstream.refresh_token = tokens.refresh;
             }
         }
     }
@@ -83,13 +103,25 @@ fn initialize_params() -> Value {
     serde_json::to_value(params).unwrap_or(Value::Null)
 }
 
-/// One JSON-RPC request on the session; its result.
+/// One JSON-RPC request on the session; its result. A token that expired under a warm session
+/// (the server answers 401) is renewed, the session initialized again, and the request sent once
+/// more: the OAuth wait that may take is bounded by `oauth_bound_ms`.
 pub async fn rpc(
     ctx: &Rc<Ctx>,
     request_id: &str,
     method: &str,
     params: Value,
+    oauth_bound_ms: u64,
 ) -> Result<Value, UpstreamError> {
+    let used = ctx.state.borrow().upstream.token.clone();
+    match exchange(ctx, request_id, method, params.clone(), true).await? {
+        Exchange::Result(result) => return Ok(result),
+        Exchange::Unauthorized => {}
+    }
+    if ctx.state.borrow().upstream.token == used {
+        ctx.state.borrow_mut().upstream.initialized = false;
+    }
+    connect(ctx, request_id, oauth_bound_ms).await?;
     match exchange(ctx, request_id, method, params, false).await? {
         Exchange::Result(result) => Ok(result),
         Exchange::Unauthorized => Err(UpstreamError::Failed(format!("{method}: unauthorized"))),

@@ -8,7 +8,7 @@ use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
 use super::faults::DISRUPTIVE;
-use super::{honesty, lifecycle};
+use super::{honesty, lifecycle, waits};
 use crate::check::{capped, message};
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
@@ -42,6 +42,11 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("quiescence", honesty::quiescence),
     ("after_heal_succeeds", honesty::after_heal_succeeds),
     ("no_orphaned_work", honesty::no_orphaned_work),
+    ("bounded_waits", waits::bounded_waits),
+    ("action_within_its_path", waits::action_within_its_path),
+    ("one_retry", waits::one_retry),
+    ("workload_happened", waits::workload_happened),
+    ("errors_have_causes", honesty::errors_have_causes),
 ];
 
 /// Run every checker.
@@ -219,10 +224,10 @@ impl<'a> Facts<'a> {
                 }
             } else if DISRUPTIVE.contains(&fault.as_str()) {
                 match (fault.as_str(), event.text("phase").as_str()) {
-                    ("daemon_stall", "start") => {
+                    ("daemon_stall" | "crossed_frames", "start") => {
                         open.insert(event.text("detail"), event.at_ms);
                     }
-                    ("daemon_stall", _) => {
+                    ("daemon_stall" | "crossed_frames", _) => {
                         let start = open.remove(&event.text("detail")).unwrap_or(event.at_ms);
                         self.disruptions.push((start, event.at_ms));
                     }
@@ -525,13 +530,18 @@ pub fn silent_daemon_detected(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// A listing ends: it never fetches a cursor twice and never more than `max_pages` pages.
+/// A listing ends: it never fetches a cursor twice and never more than `max_pages` pages (a
+/// fetch the server refused as unauthorized serves nothing and does not count).
 pub fn listing_ends(facts: &Facts<'_>) -> Vec<Violation> {
     let mut cursors: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::SERVER_RECV) {
         let msg: Value = message(event);
-        if msg.get("method").and_then(Value::as_str) != Some("tools/list") {
+        // A page the server refused with a 401 (an expired token) was not served: the daemon
+        // asks for it again once it has renewed the token.
+        if msg.get("method").and_then(Value::as_str) != Some("tools/list")
+            || event.get("auth") == Some(&Value::Bool(false))
+        {
             continue;
         }
         let cursor = msg

@@ -870,3 +870,298 @@ fn quiescence_excuses_a_daemon_that_exited_while_the_report_asked_it() {
     let silent = vec![fault(0, "heal", "start"), unanswered(4), settled(1_010, 4, "4", "")];
     assert_eq!(run(quiescence, silent).len(), 1);
 }
+
+use crate::daemon::waits::{action_within_its_path, bounded_waits, one_retry};
+
+/// A frame carrying request `id`, read on the connection of request `on`.
+fn frame_on(at_ms: u64, id: &str, on: &str) -> TraceEvent {
+    let fields = [("id", json!(id)), ("on", json!(on)), ("matched", json!(id == on))];
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_FRAME, &fields)
+}
+
+/// A protocol-1 request: no `protocolVersion`, so it gets no frames and a fixed budget.
+fn send_v1(at_ms: u64, action: u64, method: &str) -> TraceEvent {
+    let id = format!("a{action}.1");
+    let msg = json!({"id": id, "method": method, "params": {}});
+    let fields = [
+        ("action", json!(action)),
+        ("attempt", json!(1)),
+        ("id", json!(id)),
+        ("msg", json!(msg.to_string())),
+    ];
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_SEND, &fields)
+}
+
+fn restart(at_ms: u64, action: u64) -> TraceEvent {
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_RESTART, &[("action", json!(action))])
+}
+
+fn done_with(at_ms: u64, action: u64, outcome: &str) -> TraceEvent {
+    let fields = [("action", json!(action)), ("outcome", json!(outcome))];
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_DONE, &fields)
+}
+
+/// A drain of pid 1 by action 1 from 100 ms, refused at `refused_at`.
+fn drain_refused(refused_at: u64) -> Vec<TraceEvent> {
+    let mut events = vec![action(0, 1), probe(100, 1, 1, "1")];
+    let mut at = 100;
+    while at + 1_100 < refused_at {
+        at += 1_000;
+        events.push(probe(at, 1, 1, "1"));
+    }
+    events.push(probe(refused_at - 10, 1, 1, "1"));
+    events.push(replace(refused_at, 1, "refused", "pid 1 still has requests in flight"));
+    events.push(done_with(refused_at, 1, "daemon_busy"));
+    events
+}
+
+#[test]
+fn bounded_waits_passes_frames_a_v1_exchange_and_a_drain_of_one_timeout() {
+    assert_eq!(run(bounded_waits, healthy_call()), vec![]);
+    // A protocol-1 listTools hears nothing for 3 000 ms: within OAuth plus 101 pages.
+    let v1 = vec![
+        action(0, 1),
+        send_v1(10, 1, "listTools"),
+        reply(3_010, "a1.1", ""),
+        done(3_010, 1),
+    ];
+    assert_eq!(run(bounded_waits, v1), vec![]);
+    // Another request's frame on this connection is ignored, and its own frames carry it.
+    let crossed = vec![
+        action(0, 1),
+        send(10, 1, 1, "callTool", Some(400)),
+        frame_on(100, "a2.1", "a1.1"),
+        frame_on(300, "a1.1", "a1.1"),
+        daemon_reply(600, 1, "a1.1"),
+        reply(605, "a1.1", ""),
+        done(605, 1),
+    ];
+    assert_eq!(run(bounded_waits, crossed), vec![]);
+    assert_eq!(run(bounded_waits, drain_refused(60_150)), vec![]);
+}
+
+#[test]
+fn bounded_waits_flags_other_ids_frames_a_kept_open_connection_a_long_drain_and_a_stuck_stop() {
+    // Frames for a2.1 keep a1.1 open past its 400 ms budget.
+    let crossed = vec![
+        action(0, 1),
+        send(10, 1, 1, "callTool", Some(400)),
+        frame_on(300, "a2.1", "a1.1"),
+        frame_on(600, "a2.1", "a1.1"),
+        frame_on(900, "a2.1", "a1.1"),
+        reply(1_000, "a1.1", ""),
+        done(1_000, 1),
+    ];
+    let found = run(bounded_waits, crossed);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("heard nothing of its own"), "{}", found[0].detail);
+    // The response was on the wire at 500 ms; the CLI waited for the connection to close.
+    let kept_open = vec![
+        action(0, 1),
+        send(10, 1, 1, "callTool", Some(5_000)),
+        frame(20, "a1.1"),
+        daemon_reply(500, 1, "a1.1"),
+        reply(2_000, "a1.1", ""),
+        done(2_000, 1),
+    ];
+    let found = run(bounded_waits, kept_open);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("on the wire at 500 ms"), "{}", found[0].detail);
+    let found = run(bounded_waits, drain_refused(70_000));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("drained pid 1 for 69900 ms"), "{}", found[0].detail);
+    // A stop at 100 ms, and the action never takes another step before the 10 000 ms horizon.
+    let stuck = vec![action(0, 1), probe(50, 1, 1, "0"), cli_stop(100, 1, "c1.2-stop", 1)];
+    let found = run(bounded_waits, stuck);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("after a stop"), "{}", found[0].detail);
+}
+
+#[test]
+fn action_within_its_path_passes_an_oauth_listing_and_a_restart() {
+    // OAuth (the server's 401), two pages, answered well inside 2 000 + 2 × 1 000 + 1 000.
+    let listing = vec![
+        action(0, 1),
+        send(10, 1, 1, "listTools", None),
+        recv(20, "a1.1", &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize"})),
+        unauthorized(21, "a1.1"),
+        list_page(1_500, "a1.1", 2, None),
+        list_page(2_000, "a1.1", 3, Some("c1")),
+        reply(2_600, "a1.1", ""),
+        done(2_600, 1),
+    ];
+    assert_eq!(run(action_within_its_path, listing), vec![]);
+    let restarted = vec![
+        action(0, 1),
+        send(10, 1, 1, "callTool", Some(400)),
+        fail(410, "a1.1", "idle"),
+        restart(410, 1),
+        probe(1_410, 1, 1, "0"),
+        cli_stop(1_420, 1, "c1.2-stop", 1),
+        cli_launch(2_000, 1, 2),
+        replace(2_500, 1, "replaced", ""),
+        send(2_500, 1, 2, "callTool", Some(400)),
+        frame(2_510, "a1.2"),
+        reply(2_700, "a1.2", ""),
+        done(2_700, 1),
+    ];
+    assert_eq!(run(action_within_its_path, restarted), vec![]);
+}
+
+#[test]
+fn action_within_its_path_flags_a_listing_kept_alive_past_its_pages() {
+    // No 401, one page: 1 000 + 1 000 (idle) + slack; frames carried it for 6 000 ms.
+    let mut events = vec![action(0, 1), send(10, 1, 1, "listTools", None)];
+    events.push(list_page(20, "a1.1", 1, None));
+    events.extend((1..20).map(|k| frame(10 + 300 * k, "a1.1")));
+    events.push(reply(6_000, "a1.1", ""));
+    events.push(done(6_000, 1));
+    let found = run(action_within_its_path, events);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("action 1 took 6000 ms"), "{}", found[0].detail);
+}
+
+#[test]
+fn one_retry_passes_a_retry_after_a_transport_failure() {
+    let retried = vec![
+        action(0, 1),
+        send(10, 1, 1, "callTool", Some(400)),
+        fail(410, "a1.1", "reset"),
+        restart(410, 1),
+        send(900, 1, 2, "callTool", Some(400)),
+        reply(1_000, "a1.2", ""),
+        done(1_000, 1),
+    ];
+    assert_eq!(run(one_retry, retried), vec![]);
+    assert_eq!(run(one_retry, healthy_call()), vec![]);
+}
+
+#[test]
+fn one_retry_flags_a_retried_timeout_a_third_attempt_and_a_missing_retry() {
+    let timeout = vec![
+        action(0, 1),
+        send(10, 1, 1, "callTool", Some(400)),
+        reply(410, "a1.1", "operation_timeout"),
+        send(900, 1, 2, "callTool", Some(400)),
+        reply(1_000, "a1.2", ""),
+        done(1_000, 1),
+    ];
+    let found = run(one_retry, timeout);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("which is final"), "{}", found[0].detail);
+    let third = vec![
+        action(0, 1),
+        send(10, 1, 1, "callTool", Some(400)),
+        fail(410, "a1.1", "reset"),
+        send(500, 1, 2, "callTool", Some(400)),
+        fail(900, "a1.2", "reset"),
+        send(1_000, 1, 3, "callTool", Some(400)),
+        reply(1_100, "a1.3", ""),
+        done(1_100, 1),
+    ];
+    let found = run(one_retry, third);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("sent 3 requests"), "{}", found[0].detail);
+    let gave_up = vec![
+        action(0, 1),
+        send(10, 1, 1, "callTool", Some(400)),
+        fail(410, "a1.1", "reset"),
+        done_with(410, 1, "reset"),
+    ];
+    let found = run(one_retry, gave_up);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("without the restart-and-retry"), "{}", found[0].detail);
+}
+
+/// The MCP server answered request `request`'s message 401: it asked for authorization.
+fn unauthorized(at_ms: u64, request: &str) -> TraceEvent {
+    let fields = [("msg", json!("")), ("status", json!(401)), ("request", json!(request))];
+    TraceEvent::new(at_ms, host::MCP, kind::SERVER_SEND, &fields)
+}
+
+use crate::daemon::honesty::errors_have_causes;
+
+/// The MCP server's answer for request `request`.
+fn answer_for(at_ms: u64, request: &str, msg: &Value) -> TraceEvent {
+    let fields = [
+        ("msg", json!(msg.to_string())),
+        ("status", json!(200)),
+        ("request", json!(request)),
+    ];
+    TraceEvent::new(at_ms, host::MCP, kind::SERVER_SEND, &fields)
+}
+
+#[test]
+fn errors_have_causes_passes_a_repeated_cursor_and_a_timeout() {
+    let page = |cursor: &str| json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [], "nextCursor": cursor}});
+    let repeated = vec![
+        action(0, 1),
+        send(10, 1, 1, "listTools", None),
+        answer_for(100, "a1.1", &page("page-2")),
+        answer_for(200, "a1.1", &page("page-2")),
+        reply(210, "a1.1", "runtime_error"),
+        done(210, 1),
+    ];
+    assert_eq!(run(errors_have_causes, repeated), vec![]);
+    let timed_out = vec![
+        action(0, 1),
+        send(10, 1, 1, "callTool", None),
+        reply(3_010, "a1.1", "operation_timeout"),
+        done(3_010, 1),
+    ];
+    assert_eq!(run(errors_have_causes, timed_out), vec![]);
+}
+
+#[test]
+fn errors_have_causes_flags_giving_up_on_an_expired_token() {
+    let expired = vec![
+        action(0, 1),
+        send(10, 1, 1, "listTools", None),
+        unauthorized(30, "a1.1"),
+        reply(40, "a1.1", "runtime_error"),
+        done(40, 1),
+    ];
+    let found = run(errors_have_causes, expired);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("asked it to authorize"), "{}", found[0].detail);
+}
+
+use crate::daemon::waits::workload_happened;
+
+/// [`spec`] with the number of invocations the scenario scheduled.
+fn spec_of(invocations: u64) -> TraceEvent {
+    let fields = [
+        ("family", json!("daemon")),
+        ("oauth_timeout_ms", json!(2_000)),
+        ("sdk_request_timeout_ms", json!(1_000)),
+        ("daemon_timeout_ms", json!(1_000)),
+        ("max_pages", json!(100)),
+        ("slack_ms", json!(20)),
+        ("horizon_ms", json!(10_000)),
+        ("invocations", json!(invocations)),
+    ];
+    TraceEvent::new(0, host::SIM, kind::RUN_SPEC, &fields)
+}
+
+fn run_with_spec(checker: Checker, spec: TraceEvent, events: Vec<TraceEvent>) -> Vec<Violation> {
+    let trace = Trace { events: std::iter::once(spec).chain(events).collect() };
+    let schema = McpSchema::new();
+    checker(&Facts::new(&trace, &schema))
+}
+
+#[test]
+fn workload_happened_passes_every_invocation_run_and_reported() {
+    let mut events = healthy_call();
+    events.push(settled(1_000, 1, "1", ""));
+    assert_eq!(run_with_spec(workload_happened, spec_of(1), events), vec![]);
+}
+
+#[test]
+fn workload_happened_flags_a_cli_that_ran_nothing_and_one_that_skipped_the_report() {
+    let found = run_with_spec(workload_happened, spec_of(2), vec![settled(10, 1, "1", "")]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("scheduled 2 invocations"), "{}", found[0].detail);
+    let found = run_with_spec(workload_happened, spec_of(1), healthy_call());
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("no end-of-run report"), "{}", found[0].detail);
+}

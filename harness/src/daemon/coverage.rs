@@ -31,6 +31,9 @@ const FAULT_ROWS: &[&str] = &[
     "wedged_method",
     "slow_tool",
     "caller_deadline",
+    "token_expiry",
+    "keep_open",
+    "crossed_frames",
     "daemon_stall",
     "daemon_crash",
     "socket_reset",
@@ -39,7 +42,14 @@ const FAULT_ROWS: &[&str] = &[
 ];
 
 /// The kinds placed in time; the others are mock settings that take effect at time 0.
-const TIMED: &[&str] = &["daemon_stall", "daemon_crash", "socket_reset", "config_edit", "peer_start"];
+const TIMED: &[&str] = &[
+    "daemon_stall",
+    "crossed_frames",
+    "daemon_crash",
+    "socket_reset",
+    "config_edit",
+    "peer_start",
+];
 
 /// Phases, as columns of [`FAULT_PHASE`]: `at_start` for the mock settings; for a timed fault,
 /// the phase of each user request in flight (`before_dispatch`: sent, nothing reached the MCP
@@ -115,6 +125,21 @@ const UNREACHABLE: &[(&str, &str)] = &[
     ("caller_deadline", "between_pages"),
     ("caller_deadline", "after_response"),
     ("caller_deadline", "recovery"),
+    ("token_expiry", "idle"),
+    ("token_expiry", "before_dispatch"),
+    ("token_expiry", "oauth"),
+    ("token_expiry", "upstream"),
+    ("token_expiry", "between_pages"),
+    ("token_expiry", "after_response"),
+    ("token_expiry", "recovery"),
+    ("keep_open", "idle"),
+    ("keep_open", "before_dispatch"),
+    ("keep_open", "oauth"),
+    ("keep_open", "upstream"),
+    ("keep_open", "between_pages"),
+    ("keep_open", "after_response"),
+    ("keep_open", "recovery"),
+    ("crossed_frames", "at_start"),
     ("daemon_stall", "at_start"),
     ("daemon_crash", "at_start"),
     ("socket_reset", "at_start"),

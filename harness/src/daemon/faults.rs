@@ -1,13 +1,14 @@
 //! The daemon family's faults: plain data, applied between simulation steps by one function that
 //! also records a `fault.injected` event. "Smaller" means milder: fewer faults, shorter windows.
 //! Mock-level faults (approval, pages, cursors, a wedged method, a slow tool, a caller's
-//! deadline) take effect at time 0; the daemon's own faults at their onset.
+//! deadline, token lifetime) take effect at time 0; the daemon's own faults at their onset.
 
 use bridge_under_test::daemon::client::SharedCliKnobs;
 use bridge_under_test::daemon::knobs::{
     lock, Approval, SharedBrowserKnobs, SharedDaemonKnobs, SharedMcpKnobs,
 };
 use bridge_under_test::daemon::machine::{Exit, Machine};
+use bridge_under_test::daemon::oauth::SharedIssued;
 use bridge_under_test::emit;
 use bridge_under_test::events::kind;
 use serde::{Deserialize, Serialize};
@@ -36,8 +37,17 @@ pub enum DaemonFault {
     DaemonStall { at_ms: u64, for_ms: u64 },
     /// The daemon process dies: an OOM kill or a crash.
     DaemonCrash { at_ms: u64 },
+    /// The daemon keeps each connection open `hold_ms` after writing its response: a daemon
+    /// (or a socket proxy) that ends connections lazily.
+    KeepOpen { hold_ms: u64 },
+    /// From `at_ms` for `for_ms`, every progress frame the daemon writes carries another
+    /// request's id: a daemon that mixes up its connections' heartbeats.
+    CrossedFrames { at_ms: u64, for_ms: u64 },
     /// The daemon's open client connections are reset: a socket torn down under it.
     SocketReset { at_ms: u64 },
+    /// Access tokens live `lifetime_ms`: an authorization server with short-lived tokens, so
+    /// the daemon's warm session outlives its token and must refresh it.
+    TokenExpiry { lifetime_ms: u64 },
     /// Invocation `action` (1-based) runs with caller deadline `timeout_ms`: a user or a script
     /// passing a small (< 250 ms) or a large `timeoutMs`.
     CallerDeadline { action: usize, timeout_ms: u64 },
@@ -67,6 +77,9 @@ pub const KINDS: &[&str] = &[
     "daemon_crash",
     "socket_reset",
     "caller_deadline",
+    "token_expiry",
+    "keep_open",
+    "crossed_frames",
 ];
 
 /// The lifecycle operations a scenario places in time besides its invocations (a daemon crash
@@ -75,7 +88,7 @@ pub const LIFECYCLE: &[&str] = &["config_edit", "peer_start"];
 
 /// The kinds that disturb the daemon or its socket: a request they touch may legitimately fail,
 /// be retried, relaunch the daemon and run twice.
-pub const DISRUPTIVE: &[&str] = &["daemon_stall", "daemon_crash", "socket_reset"];
+pub const DISRUPTIVE: &[&str] = &["daemon_stall", "daemon_crash", "socket_reset", "crossed_frames"];
 
 impl DaemonFault {
     /// The kind's name, as in [`KINDS`].
@@ -92,6 +105,9 @@ impl DaemonFault {
             Self::DaemonCrash { .. } => "daemon_crash",
             Self::SocketReset { .. } => "socket_reset",
             Self::CallerDeadline { .. } => "caller_deadline",
+            Self::TokenExpiry { .. } => "token_expiry",
+            Self::KeepOpen { .. } => "keep_open",
+            Self::CrossedFrames { .. } => "crossed_frames",
             Self::ConfigEdit { .. } => "config_edit",
             Self::PeerStart { .. } => "peer_start",
         }
@@ -100,7 +116,9 @@ impl DaemonFault {
     /// When it starts and, for windowed faults, when it ends.
     pub fn window(&self) -> (u64, Option<u64>) {
         match self {
-            Self::DaemonStall { at_ms, for_ms } => (*at_ms, Some(at_ms + for_ms)),
+            Self::DaemonStall { at_ms, for_ms } | Self::CrossedFrames { at_ms, for_ms } => {
+                (*at_ms, Some(at_ms + for_ms))
+            }
             Self::DaemonCrash { at_ms }
             | Self::SocketReset { at_ms }
             | Self::ConfigEdit { at_ms }
@@ -117,6 +135,7 @@ pub struct Targets<'a> {
     pub daemon: &'a SharedDaemonKnobs,
     pub cli: &'a SharedCliKnobs,
     pub machine: &'a Machine,
+    pub tokens: &'a SharedIssued,
 }
 
 /// Apply one phase of a fault, recording it.
@@ -149,6 +168,8 @@ pub fn apply(fault: &DaemonFault, phase: Phase, targets: &Targets<'_>) {
             daemon.stall = on;
             daemon.notify();
         }
+        DaemonFault::KeepOpen { hold_ms } => lock(targets.daemon).hold_open_ms = *hold_ms,
+        DaemonFault::CrossedFrames { .. } => lock(targets.daemon).crossed_frames = on,
         DaemonFault::DaemonCrash { .. } => {
             for pid in targets.machine.live_pids() {
                 targets.machine.kill(pid, Exit::Crash);
@@ -159,6 +180,7 @@ pub fn apply(fault: &DaemonFault, phase: Phase, targets: &Targets<'_>) {
             daemon.reset_epoch += 1;
             daemon.notify();
         }
+        DaemonFault::TokenExpiry { lifetime_ms } => lock(targets.tokens).lifetime_ms = *lifetime_ms,
         DaemonFault::CallerDeadline { action, timeout_ms } => {
             lock(targets.cli).deadlines.insert(*action, *timeout_ms);
         }
@@ -181,10 +203,11 @@ pub fn apply(fault: &DaemonFault, phase: Phase, targets: &Targets<'_>) {
     }
 }
 
-/// Stop injecting: end a stall. Mock faults stay: liveness must hold against a wedged server.
+/// Stop injecting: end a stall and crossed frames. Mock faults (and a lazily closing socket) stay: liveness must hold against a wedged server.
 pub fn heal(daemon: &SharedDaemonKnobs) {
     let mut daemon = lock(daemon);
     daemon.stall = false;
+    daemon.crossed_frames = false;
     daemon.notify();
 }
 

@@ -21,7 +21,17 @@ const NEVER: u64 = u64::MAX;
 
 /// The fault kinds after which, once healed, a correct daemon serves every later action: they
 /// disturb the daemon process, not the peers' answers or the caller's deadline.
-const HEALABLE: &[&str] = &["daemon_stall", "daemon_crash", "socket_reset", "config_edit", "heal"];
+/// A short-lived token is one: a correct daemon refreshes it without the user.
+const HEALABLE: &[&str] = &[
+    "daemon_stall",
+    "daemon_crash",
+    "socket_reset",
+    "config_edit",
+    "token_expiry",
+    "keep_open",
+    "crossed_frames",
+    "heal",
+];
 
 /// Per daemon request, what the MCP server shows of its upstream work: messages received and
 /// not yet answered (or dropped), and when the last one was answered or dropped.
@@ -421,6 +431,70 @@ pub fn no_orphaned_work(facts: &Facts<'_>) -> Vec<Violation> {
             _ => continue,
         };
         found.push(facts.violation("no_orphaned_work", index, detail));
+    }
+    capped(found)
+}
+
+/// What the MCP server did for one request that a correct daemon must give up on: a listing
+/// whose server repeated a cursor or reached the page cap with a next cursor, or a JSON-RPC error
+/// it answered.
+fn upstream_refusals(facts: &Facts<'_>) -> BTreeMap<String, String> {
+    let mut cursors: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut causes: BTreeMap<String, String> = BTreeMap::new();
+    for (_, event) in facts.trace.of_kind(kind::SERVER_SEND) {
+        let request = event.text("request");
+        let Ok(msg) = serde_json::from_str::<Value>(&event.text("msg")) else {
+            continue;
+        };
+        if msg.get("error").is_some() {
+            causes.entry(request.clone()).or_insert_with(|| "a JSON-RPC error".into());
+        }
+        if let Some(next) = msg.pointer("/result/nextCursor").and_then(Value::as_str) {
+            let seen = cursors.entry(request.clone()).or_default();
+            if seen.iter().any(|c| c == next) {
+                causes.entry(request.clone()).or_insert_with(|| "a repeated cursor".into());
+            }
+            seen.push(next.to_string());
+            if seen.len() as u64 >= facts.max_pages {
+                causes.entry(request).or_insert_with(|| "the page cap".into());
+            }
+        }
+    }
+    causes
+}
+
+/// Errors have causes (ORACLES.md §2, MODEL.md §4.10): every daemon error a CLI reads for a user
+/// request, besides `operation_timeout` (whose timing `no_early_timeout` judges), names something
+/// that really happened to that request at the MCP server and that no correct daemon gets past:
+/// a repeated cursor, the page cap, or an error the server answered. A 401 is not one (the
+/// daemon refreshes or re-authorizes: OAuth is bounded, and its expiry is `operation_timeout`),
+/// nor is an OAuth server's refusal (a correct daemon presents each code once, with its
+/// verifier), nor an unknown method or unparseable request (the CLI sends neither).
+pub fn errors_have_causes(facts: &Facts<'_>) -> Vec<Violation> {
+    let causes = upstream_refusals(facts);
+    let mut found = Vec::new();
+    for attempt in &facts.attempts {
+        let Some(end) = attempt.end.as_ref().filter(|e| !e.ok && !e.transport) else {
+            continue;
+        };
+        if end.code == "operation_timeout" || causes.contains_key(&attempt.id) {
+            continue;
+        }
+        let unauthorized = facts
+            .trace
+            .of_kind(kind::SERVER_SEND)
+            .any(|(_, e)| e.text("request") == attempt.id && e.num("status") == 401);
+        let hint = if unauthorized {
+            " (the server had asked it to authorize)"
+        } else {
+            ""
+        };
+        let detail = format!(
+            "{} {} ended {:?}, yet the MCP server refused nothing a correct daemon cannot get \
+             past{hint}",
+            attempt.method, attempt.id, end.code
+        );
+        found.push(facts.violation("errors_have_causes", end.index, detail));
     }
     capped(found)
 }

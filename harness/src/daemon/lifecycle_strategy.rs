@@ -98,27 +98,38 @@ fn operation(kind: &'static str, span_ms: u64, starts: Vec<u64>) -> BoxedStrateg
         "daemon_crash" => at
             .prop_map(|at_ms| DaemonFault::DaemonCrash { at_ms })
             .boxed(),
+        "socket_reset" => at
+            .prop_map(|at_ms| DaemonFault::SocketReset { at_ms })
+            .boxed(),
+        "daemon_stall" => (at, 50u64..=4_000)
+            .prop_map(|(at_ms, for_ms)| DaemonFault::DaemonStall { at_ms, for_ms })
+            .boxed(),
         _ => (200u64..=1_500)
             .prop_map(|delay_ms| DaemonFault::ApprovalDelay { delay_ms })
             .boxed(),
     }
 }
 
-/// Which operations are on: config edits and peer starts usually, crashes and slow approvals
-/// now and then.
+/// Which operations are on: config edits and peer starts usually; crashes, resets, stalls
+/// (transport failures whose restarts meet other clients mid-request and the lifecycle
+/// operations placed after them) and slow approvals now and then.
 fn profile() -> impl Strategy<Value = Vec<&'static str>> {
     (
         prop::bool::weighted(0.8),
         prop::bool::weighted(0.7),
         prop::bool::weighted(0.3),
         prop::bool::weighted(0.4),
+        prop::bool::weighted(0.2),
+        prop::bool::weighted(0.2),
     )
-        .prop_map(|(edit, peer, crash, approval)| {
+        .prop_map(|(edit, peer, crash, approval, reset, stall)| {
             let kinds = [
                 ("config_edit", edit),
                 ("peer_start", peer),
                 ("daemon_crash", crash),
                 ("approval_delay", approval),
+                ("socket_reset", reset),
+                ("daemon_stall", stall),
             ];
             kinds
                 .into_iter()

@@ -9,8 +9,8 @@ pub mod interleavings;
 pub mod lifecycle;
 pub mod lifecycle_strategy;
 pub mod strategy;
+pub mod waits;
 
-use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
@@ -94,6 +94,7 @@ pub struct Driver {
     daemon: SharedDaemonKnobs,
     cli: SharedCliKnobs,
     machine: Rc<Machine>,
+    tokens: oauth::SharedIssued,
 }
 
 impl Driver {
@@ -104,7 +105,7 @@ impl Driver {
             bugs: scenario.bugs,
         };
         let machine = Machine::shared();
-        let issued: oauth::SharedIssued = Arc::new(Mutex::new(BTreeSet::new()));
+        let issued: oauth::SharedIssued = Arc::new(Mutex::new(oauth::Issued::default()));
         let mcp_knobs = Arc::new(Mutex::new(McpKnobs {
             pages: scenario.pages,
             ..McpKnobs::default()
@@ -116,6 +117,7 @@ impl Driver {
         let (knobs, tokens) = (mcp_knobs.clone(), issued.clone());
         family::host(sim, host::MCP, move || mcp::run(knobs.clone(), tokens.clone()));
         let oauth_seed = derive(seed, "oauth");
+        let tokens = issued.clone();
         family::host(sim, host::OAUTH, move || oauth::run(oauth_seed, issued.clone()));
         let knobs = browser_knobs.clone();
         family::host(sim, host::BROWSER, move || browser::run(knobs.clone()));
@@ -143,6 +145,7 @@ impl Driver {
             daemon: daemon_knobs,
             cli: cli_knobs,
             machine,
+            tokens,
         }
     }
 }
@@ -159,6 +162,7 @@ impl family::Driver for Driver {
             max_pages = u64::from(bridge_under_test::daemon::config::MAX_PAGES),
             slack_ms = spec.slack_ms,
             horizon_ms = params.horizon_ms,
+            invocations = self.scenario.invocations.len() as u64,
             bugs = %self.scenario.bugs.enabled().join("+"),
             profile = %self.scenario.profile.join("+")
         );
@@ -175,6 +179,7 @@ impl family::Driver for Driver {
             daemon: &self.daemon,
             cli: &self.cli,
             machine: &self.machine,
+            tokens: &self.tokens,
         };
         faults::apply(
             &self.scenario.faults[scheduled.fault],

@@ -43,7 +43,9 @@ pub fn horizon_ms(scenario: &DaemonScenario, tick_ms: u64) -> u64 {
         .iter()
         .map(|fault| match fault {
             DaemonFault::PageDelay { delay_ms, .. } => *delay_ms,
-            DaemonFault::DaemonStall { for_ms, .. } => *for_ms,
+            DaemonFault::DaemonStall { for_ms, .. } | DaemonFault::CrossedFrames { for_ms, .. } => {
+                *for_ms
+            }
             _ => 0,
         })
         .sum();
@@ -60,6 +62,14 @@ pub fn horizon_ms(scenario: &DaemonScenario, tick_ms: u64) -> u64 {
                 deadline.unwrap_or(timing.oauth_timeout_ms)
                     + 3 * page_ms
                     + u64::from(MAX_PAGES) * 20 * tick_ms
+            };
+            // A protocol-1 CLI waits out its whole fixed budget when it hears nothing.
+            let call_ms = deadline.unwrap_or(timing.sdk_request_timeout_ms);
+            let v1_ms = timing.oauth_timeout_ms + (u64::from(MAX_PAGES) + 1) * call_ms;
+            let attempt_ms = if invocation.version < PROTOCOL_VERSION {
+                attempt_ms.max(v1_ms)
+            } else {
+                attempt_ms
             };
             2 * attempt_ms + restart_ms + READY_WAIT_MS
         })
@@ -140,13 +150,21 @@ fn invocation(timing: Timing) -> impl Strategy<Value = Invocation> {
     })
 }
 
-/// 1–4 invocations at increasing nominal times.
+/// 1–4 invocations at increasing nominal times. After the first (which launches a current
+/// daemon), one in six is an old protocol-1 CLI: it gets no frames and waits on a fixed budget,
+/// so a stall that outlasts that budget on its retry is reached too.
 fn workload(timing: Timing) -> impl Strategy<Value = Vec<Invocation>> {
-    prop::collection::vec(invocation(timing), 1..=4).prop_map(|mut invocations| {
+    let version = prop_oneof![1 => Just(1u64), 5 => Just(PROTOCOL_VERSION)];
+    prop::collection::vec((invocation(timing), version), 1..=4).prop_map(|drawn| {
         let mut at_ms = 0;
-        for invocation in &mut invocations {
+        let mut invocations = Vec::new();
+        for (n, (mut invocation, version)) in drawn.into_iter().enumerate() {
             at_ms += invocation.at_ms;
             invocation.at_ms = at_ms;
+            if n > 0 {
+                invocation.version = version;
+            }
+            invocations.push(invocation);
         }
         invocations
     })
@@ -192,8 +210,15 @@ fn fault(
         "slow_tool" => (100..=oauth + big)
             .prop_map(|run_ms| DaemonFault::SlowTool { run_ms })
             .boxed(),
-        "daemon_stall" => (at.clone(), 50..=3 * big)
+        // Now and then a stall that outlasts a protocol-1 CLI's fixed budget on both attempts.
+        "daemon_stall" => (at.clone(), prop_oneof![3 => 50..=3 * big, 1 => 3 * big..=120_000])
             .prop_map(|(at_ms, for_ms)| DaemonFault::DaemonStall { at_ms, for_ms })
+            .boxed(),
+        "keep_open" => (1..=2 * big)
+            .prop_map(|hold_ms| DaemonFault::KeepOpen { hold_ms })
+            .boxed(),
+        "crossed_frames" => (at.clone(), 50..=2 * big)
+            .prop_map(|(at_ms, for_ms)| DaemonFault::CrossedFrames { at_ms, for_ms })
             .boxed(),
         "daemon_crash" => at
             .clone()
@@ -201,6 +226,11 @@ fn fault(
             .boxed(),
         "socket_reset" => at
             .prop_map(|at_ms| DaemonFault::SocketReset { at_ms })
+            .boxed(),
+        // From a few round trips (never shorter than the exchange that uses it) to a few
+        // actions long.
+        "token_expiry" => (500..=2 * big)
+            .prop_map(|lifetime_ms| DaemonFault::TokenExpiry { lifetime_ms })
             .boxed(),
         _ => {
             // Small deadlines only with compressed timing: a fine tick over minutes is too slow.

@@ -279,11 +279,12 @@ fn reset_request_stops_counting_as_active() {
 }
 
 // The mutation gate (`just mutants daemon`): what cargo-mutants runs against each mutant of the
-// daemon's core. With every switch off, a generated hunt (plain and lifecycle cases), the
+// daemon's core. With every switch off, a generated hunt of 900 cases (plain and lifecycle, ~40 s
+// in the dev profile: as strong as the 60 s budget allows), the
 // scripted scenarios of both suites and the races the oracles found must all be clean.
 #[test]
 fn mutants_gate_daemon() {
-    crate::assert_clean(Family::Daemon, crate::cases(200), 0x6A7E_0003);
+    crate::assert_clean(Family::Daemon, crate::cases(900), 0x6A7E_0003);
     let scripted = [
         daemon::oauth_then_delayed_pages(),
         daemon::short_deadline_long_work(),
@@ -305,6 +306,8 @@ fn mutants_gate_daemon() {
         "daemon_reset_leaks_active_count",
         "daemon_stop_meets_new_work",
         "daemon_launch_crash_holds_the_start_lock",
+        "daemon_drain_outlasts_its_timeout",
+        "daemon_expired_token_fails_the_action",
     ] {
         let path = format!("{}/races/{name}.json", env!("CARGO_MANIFEST_DIR"));
         let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -348,4 +351,46 @@ fn the_end_of_run_report_waits_for_the_heal() {
     let heal = outcome.trace.events.iter().find(|e| e.kind == kind::FAULT_INJECTED && e.text("fault") == "heal").expect("healed");
     let reports = events(&outcome, kind::CLI_REPORT);
     assert!(!reports.is_empty() && reports.iter().all(|r| r.at_ms > heal.at_ms && r.text("answered") == "true"), "{reports:?}");
+}
+
+// Goal: a client that finds the daemon busy refuses to replace it after one drain timeout, not
+// later (MODEL.md §2.3 `drain_timeout_ms`; ORACLES.md §4: the user's wait is within the bound of
+// the path it took). Method: replay the case the bounded-waits oracle found in the default daemon
+// (seed 1, token v1.daemon.none.735ec32335175c51, shrunk): a protocol-1 client's stale daemon is
+// busy with another client's call, so action 6 drains it until the timeout. Before the fix the
+// drain counted only its polls' 100 ms sleeps, not the probes' own round trips, and refused after
+// 75 s of draining (bounded_waits); now it counts the time since its first probe.
+#[test]
+fn a_drain_refuses_after_one_drain_timeout() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_drain_outlasts_its_timeout.json");
+    let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let outcome = run(&scenario);
+    assert_eq!(outcome.violations, vec![]);
+    let refused = events(&outcome, kind::CLI_REPLACE)
+        .iter()
+        .any(|e| e.text("outcome") == "refused");
+    assert!(refused, "no drain ran out: the race was not exercised");
+}
+
+// Goal: a token that expires under the daemon's warm session is renewed without the user and the
+// action succeeds (MODEL.md §4.13: the OAuth server refuses expired tokens, as a real one does;
+// ORACLES.md §2: an error must name a cause no correct daemon gets past). Method: replay the case
+// the errors_have_causes oracle found in the default daemon (seed 1, token
+// v1.daemon.none.d439ba61c5905fe6, shrunk): tokens live 500 ms; action 1 authorizes, action 2's
+// listTools starts 3 s later on the warm session. Before the fix the daemon answered the MCP
+// server's 401 with `runtime_error` ("tools/list: unauthorized"); now it refreshes the token
+// (rotating refresh tokens), initializes the new session and sends the page again.
+#[test]
+fn an_expired_token_is_refreshed_without_the_user() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_expired_token_fails_the_action.json");
+    let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let outcome = run(&scenario);
+    assert_eq!(outcome.violations, vec![]);
+    let refreshed = events(&outcome, kind::OAUTH_TOKEN)
+        .iter()
+        .any(|e| e.text("grant") == "refresh_token" && e.get("ok") == Some(&serde_json::Value::Bool(true)));
+    assert!(refreshed, "no token was refreshed: the race was not exercised");
+    assert_eq!(count(&outcome, kind::BROWSER_PROMPT), 1, "the renewal prompted the user");
+    let last = events(&outcome, kind::CLI_DONE).last().map(|e| e.text("outcome"));
+    assert_eq!(last.as_deref(), Some("ok"));
 }
