@@ -831,6 +831,7 @@ fn checkers_table_lists_the_relay_invariants() {
             "prompt_rejection",
             "no_work_after_ending",
             "notifications_delivered",
+            "cancellations_name_their_request",
             "sessions_initialized",
             "reconnect_discipline",
             "quiescence",
