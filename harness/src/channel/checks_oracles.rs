@@ -21,6 +21,8 @@ pub fn decision_answers_reply(facts: &Facts<'_>) -> Vec<Violation> {
     let mut asked: BTreeMap<String, (u64, bool)> = BTreeMap::new();
     // Owner replies not yet answered: (behavior, id, at_ms, asked_at_ms).
     let mut replies: Vec<(&'static str, String, u64, u64)> = Vec::new();
+    // Owner replies that met no pending ask: (behavior, id, at_ms).
+    let mut early: Vec<(&'static str, String, u64)> = Vec::new();
     let ttl = facts.permission_ttl_ms;
     let mut found = Vec::new();
     for (index, event) in facts.trace.events.iter().enumerate() {
@@ -38,6 +40,8 @@ pub fn decision_answers_reply(facts: &Facts<'_>) -> Vec<Violation> {
                     .filter(|(at, decided)| !decided && event.at_ms < at + ttl + facts.slack_ms);
                 if let Some((at, _)) = pending {
                     replies.push((behavior, id, event.at_ms, *at));
+                } else {
+                    early.push((behavior, id, event.at_ms));
                 }
             }
             (host::AGENT, kind::MCP_SEND) => {
@@ -47,6 +51,15 @@ pub fn decision_answers_reply(facts: &Facts<'_>) -> Vec<Violation> {
                     // keeps the first entry, but the first may have left unseen from here (the
                     // cap evicted it) and the repeat tracked anew. The model holds the exact
                     // expiry; this oracle only needs a window some ask opened.
+                    // A reply the owner made up to the scheduling slack before this ask may
+                    // reach the bridge after it (same tick, link latency): it may answer it.
+                    early.retain(|(behavior, i, at)| {
+                        let recent = at + facts.slack_ms >= event.at_ms;
+                        if recent && *i == id {
+                            replies.push((*behavior, id.clone(), *at, event.at_ms));
+                        }
+                        recent && *i != id
+                    });
                     asked.insert(id, (event.at_ms, false));
                 }
             }

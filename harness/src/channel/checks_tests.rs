@@ -459,6 +459,25 @@ fn decision_answers_reply_pairs_each_decision_with_one_owner_reply() {
     assert_eq!(run(decision_answers_reply, expired).len(), 1, "a reply after the TTL");
 }
 
+// Hunt seed 2026, case 321: the owner's "no" left the gateway 1 s before the agent asked again,
+// and reached the bridge after the ask (same tick): it answers the new ask. One made long before
+// the ask answers nothing.
+#[test]
+fn decision_answers_reply_takes_a_reply_that_crossed_the_ask_within_the_slack() {
+    let crossed = |said_at: u64| {
+        vec![
+            request(0, "abcde"),
+            say(MIN, "yes abcde", true),
+            decision(MIN, "abcde", "allow"),
+            say(said_at, "no abcde", true),
+            request(2 * MIN, " abcde\t"),
+            decision(2 * MIN + 1_000, "abcde", "deny"),
+        ]
+    };
+    assert_eq!(run(decision_answers_reply, crossed(2 * MIN - 1_000)), Vec::<String>::new());
+    assert!(run(decision_answers_reply, crossed(2 * MIN - 5_000))[0].contains("answers no owner reply"));
+}
+
 fn eof(at_ms: u64) -> TraceEvent {
     TraceEvent::new(at_ms, host::AGENT, kind::CLIENT_EOF, &[("reason", json!("end"))])
 }
