@@ -266,7 +266,22 @@ impl Gateway {
             tokio::select! {
                 frame = rx.recv() => match frame {
                     // After our close frame the peer answers with its own and the stream ends.
-                    Some(frame) => if sink.send(frame).await.is_err() { break "peer" },
+                    Some(frame) => {
+                        // A frame may wait for the peer's receive window. Keep watching the read
+                        // half meanwhile: a peer that resets the connection (it closed with our
+                        // frames unread) ends it here, as a real socket's write would fail, where
+                        // the simulator's window would never reopen.
+                        let mut send = sink.send(frame);
+                        let ended = loop {
+                            tokio::select! {
+                                sent = &mut send => break sent.is_err(),
+                                incoming = stream.next() => if !matches!(incoming, Some(Ok(_))) { break true },
+                            }
+                        };
+                        if ended {
+                            break "peer";
+                        }
+                    }
                     None => break "cut",
                 },
                 incoming = stream.next() => if !matches!(incoming, Some(Ok(_))) { break "peer" },

@@ -380,6 +380,7 @@ fn mutants_gate_channel() {
         "waiter_at_stdin_eof",
         "gateway_socket_after_close",
         "invalid_request_unanswered",
+        "reset_mid_burst_never_ends_the_gateway_connection",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
@@ -410,6 +411,22 @@ fn close_ends_the_gateway_connection() {
     let close = events(&outcome, kind::CHANNEL_CLOSE)[0].at_ms;
     let ended = events(&outcome, kind::GATEWAY_END).iter().any(|e| e.at_ms >= close);
     assert!(ended, "the gateway saw no connection end after the close");
+}
+
+// Goal: a close with a burst still unread ends the gateway's connection too. Method: replay the
+// case a clean 2 000-case hunt found (seed 2026, case 771, v1.channel.none.6f21a93c4079e473): the
+// host closes the channel 2 s into a 500-approval burst, with 372 frames unread, so the bridge's
+// socket closes with a reset (RFC 9293 §3.10.4). The mock gateway was blocked writing the burst
+// into a receive window that would never reopen and never read the reset, so its connection
+// stayed open forever (nothing_after_close). The gateway now watches its read half while a frame
+// waits, as a real socket's failing write would tell it: the connection ends at the reset.
+#[test]
+fn a_reset_in_mid_burst_ends_the_gateway_connection() {
+    let outcome = race("reset_mid_burst_never_ends_the_gateway_connection");
+    assert_eq!(outcome.violations, vec![]);
+    let close = events(&outcome, kind::CHANNEL_CLOSE)[0].at_ms;
+    let ended = events(&outcome, kind::GATEWAY_END).iter().any(|e| e.at_ms >= close && e.text("reason") == "peer");
+    assert!(ended, "the gateway's connection did not end at the bridge's reset");
 }
 
 // Goal: the determinism hazard of the gateway's control frames is closed (DESIGN.md §6).
