@@ -278,12 +278,22 @@ impl<'a> Facts<'a> {
             .trace
             .of_kind(kind::BROWSER_PROMPT)
             .filter(|(_, e)| e.at_ms >= from && e.at_ms <= to);
+        // Each token a flow obtained resolves one flow: three overlapping prompts and one token
+        // leave two flows pending (in prompt order, each takes the earliest token after it).
+        let mut tokens: Vec<u64> = self
+            .trace
+            .of_kind(kind::OAUTH_TOKEN)
+            .filter(|(_, token)| token.get("ok") == Some(&Value::Bool(true)) && token.at_ms <= resolved_by)
+            .map(|(_, token)| token.at_ms)
+            .collect();
         prompts.into_iter().any(|(_, prompt)| {
-            !self.trace.of_kind(kind::OAUTH_TOKEN).any(|(_, token)| {
-                token.get("ok") == Some(&Value::Bool(true))
-                    && token.at_ms >= prompt.at_ms
-                    && token.at_ms <= resolved_by
-            })
+            match tokens.iter().position(|at| *at >= prompt.at_ms) {
+                Some(k) => {
+                    tokens.remove(k);
+                    false
+                }
+                None => true,
+            }
         })
     }
 

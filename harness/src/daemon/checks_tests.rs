@@ -233,6 +233,33 @@ fn no_early_timeout_flags_an_idle_expiry_on_a_healthy_daemon_and_an_early_oauth_
     );
 }
 
+// Hunt seed 99 (v1.daemon.none.cc646d14f3f8f3b5): three CLIs prompted at once and a stall let
+// only one flow finish; the one token resolves one flow, not all three, so action 1's OAuth wait
+// was still pending when it timed out at the OAuth bound, not early.
+#[test]
+fn no_early_timeout_counts_one_token_for_one_flow() {
+    let token = |at_ms| TraceEvent::new(at_ms, host::OAUTH, kind::OAUTH_TOKEN, &[("ok", json!(true))]);
+    let overlapping = |second_token: bool| {
+        let mut events = vec![
+            action(0, 1),
+            send(10, 1, 1, "callTool", Some(5_000)),
+            prompt(100, 1),
+            prompt(120, 2),
+            token(500),
+        ];
+        if second_token {
+            events.push(token(600));
+        }
+        events.extend([reply(2_110, "a1.1", "operation_timeout"), done(2_110, 1)]);
+        events
+    };
+    assert_eq!(run(no_early_timeout, overlapping(false)), vec![]);
+    // Both flows got their token: nothing was pending, so 2 100 ms is early for a 5 000 ms call.
+    let found = run(no_early_timeout, overlapping(true));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("before its deadline"), "{}", found[0].detail);
+}
+
 #[test]
 fn one_oauth_flow_per_action_passes_one_prompt_per_action() {
     let events = vec![
