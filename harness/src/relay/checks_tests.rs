@@ -1099,6 +1099,23 @@ fn user_outcomes_excuses_a_request_a_fault_fired_on() {
     assert_clean(&run(user_outcomes, events));
 }
 
+// Hunt seed 5 (v1.relay.none.aca3daf33b224644): a request queued behind the session's
+// `initialize`, which the relayer kept refusing with 429, was closed out before its own POST.
+// The refusal ahead of it in the serial pump touched it; a 202 ahead of it does not.
+#[test]
+fn user_outcomes_excuses_a_request_held_behind_a_refused_post() {
+    let queued = |status| {
+        let mut events = answered_call();
+        events.push(http_post(150, "\"relay-init-2\"", "\"relay-init-2\"", "initialize", "", status));
+        events.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true)));
+        events
+    };
+    assert_clean(&run(user_outcomes, queued(429)));
+    let found = run(user_outcomes, queued(202));
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].detail.contains("untouched by any fault"), "{}", found[0].detail);
+}
+
 #[test]
 fn reply_accounting_flags_a_dropped_reply_and_a_reply_given_to_a_reused_id() {
     let mut good = answered_call();

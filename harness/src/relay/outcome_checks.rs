@@ -56,6 +56,12 @@ impl Facts<'_> {
             return Some(format!("HTTP {}", post.status));
         }
         let end = self.life_end(request);
+        // The pump posts one request at a time: a POST the relayer refused while this request
+        // waited (another request's, or the session's `initialize`) held it in the queue.
+        let refused_ahead = self.stories.all_posts.iter().find(|p| p.5 != 202 && p.5 != 404 && p.1 >= request.at_ms && p.1 <= end);
+        if let Some(post) = refused_ahead {
+            return Some(format!("HTTP {} to a POST ahead of it", post.5));
+        }
         if let Some(name) = self.stories.global_fault_meets(request.at_ms, end, self.recovery_ms()) {
             return Some(name.to_string());
         }
