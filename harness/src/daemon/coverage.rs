@@ -308,3 +308,17 @@ fn outcomes(trace: &Trace) -> Vec<Cell> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// The fault-phase rows restate `faults::KINDS` and `faults::LIFECYCLE` in the table's
+    /// display order: a kind added there must get its row here.
+    #[test]
+    fn fault_rows_are_every_fault_kind_and_lifecycle_operation() {
+        let rows: BTreeSet<&str> = super::FAULT_ROWS.iter().copied().collect();
+        let kinds: BTreeSet<&str> = super::super::faults::KINDS.iter().chain(super::super::faults::LIFECYCLE).copied().collect();
+        assert_eq!(rows, kinds);
+    }
+}
