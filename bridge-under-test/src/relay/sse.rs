@@ -1,5 +1,11 @@
 //! Server-Sent Events framing: an incremental parser for the bridge and a frame encoder for the
 //! relayer. Frames end with a blank line; lines starting with `:` are comments (keep-alives).
+//!
+//! The parser follows the WHATWG event-stream grammar, which is why it is ours and not the
+//! `sse-stream` crate rmcp uses: that crate ends the stream with an error on lines the
+//! specification tells a client to accept (an unknown field, a field without a colon, a second
+//! `event:` or `id:` in one event, a `retry:` that is not a number). The test
+//! `sse_stream_crate_rejects_what_the_spec_accepts` measures it (see ARCHITECTURE.md).
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,10 +18,13 @@ pub struct SseEvent {
 
 /// Incremental parser: feed it bytes as they arrive, in chunks of any size. Lines end with LF,
 /// CRLF or a lone CR, as the specification allows a server (a CRLF split across two chunks is
-/// one line end); comment lines and unknown fields (`id`, `retry`) are ignored.
+/// one line end); a leading byte-order mark, comment lines and fields other than `event` and
+/// `data` (`id`, `retry`, any unknown name) are ignored.
 #[derive(Debug, Default)]
 pub struct SseParser {
     line: Vec<u8>,
+    /// The first line has been read (only it may start with a byte-order mark).
+    past_first_line: bool,
     event: Option<String>,
     data: Option<String>,
     /// The previous byte was a CR that ended a line: an LF right after it belongs to it.
@@ -45,6 +54,11 @@ impl SseParser {
     }
 
     fn take_line(&mut self, line: &str) -> Option<SseEvent> {
+        let line = if std::mem::replace(&mut self.past_first_line, true) {
+            line
+        } else {
+            line.strip_prefix('\u{feff}').unwrap_or(line)
+        };
         if line.is_empty() {
             let data = self.data.take();
             let event = self.event.take().unwrap_or_else(|| "message".to_string());
@@ -92,6 +106,11 @@ pub struct Style {
     /// The endpoint event names an absolute URL (`http://relayer:8080/messages?...`) rather than
     /// a path (`/messages?...`).
     pub absolute_endpoint: bool,
+    /// The stream starts with a UTF-8 byte-order mark, which a client must skip.
+    pub bom: bool,
+    /// Every event carries a field of a name the specification does not define (a client
+    /// ignores it) and a bare `id` line without a colon (an empty id).
+    pub extra_fields: bool,
 }
 
 /// A line terminator the specification allows.
@@ -123,6 +142,8 @@ impl Style {
         inline_comments: false,
         retry: false,
         absolute_endpoint: false,
+        bom: false,
+        extra_fields: false,
     };
 
     /// A style drawn from `bits` (a seeded draw): each choice independent.
@@ -141,6 +162,8 @@ impl Style {
             inline_comments: bit(12),
             retry: bit(13),
             absolute_endpoint: bit(14),
+            bom: bit(15),
+            extra_fields: bit(16),
         }
     }
 
@@ -159,6 +182,8 @@ impl Style {
             (self.inline_comments, "comments"),
             (self.retry, "retry"),
             (self.absolute_endpoint, "absolute"),
+            (self.bom, "bom"),
+            (self.extra_fields, "fields"),
         ];
         parts.extend(flags.iter().filter(|(on, _)| *on).map(|(_, name)| *name));
         parts.join("+")
@@ -177,6 +202,9 @@ impl Style {
     /// on `authority` (`host:port`).
     pub fn opening(&self, authority: &str, path: &str) -> String {
         let mut out = String::new();
+        if self.bom {
+            out.push('\u{feff}');
+        }
         if self.retry {
             out.push_str(&self.field("retry", "3000"));
         }
@@ -196,6 +224,10 @@ impl Style {
         }
         if let (true, Some(id)) = (self.event_ids, id) {
             out.push_str(&self.field("id", &id.to_string()));
+        }
+        if self.extra_fields {
+            out.push_str(&self.field("x-relay-frame", event));
+            out.push_str(&format!("id{}", self.eol.text()));
         }
         for line in data.split('\n') {
             out.push_str(&self.field("data", line));
@@ -233,7 +265,7 @@ mod tests {
     #[test]
     fn every_style_survives_any_chunking() {
         let reply = serde_json::json!({"id": 1, "jsonrpc": "2.0", "result": {"text": "a: b\n c"}});
-        let every = (0..3u64).flat_map(|eol| (0..128u64).map(move |flags| eol | flags << 8));
+        let every = (0..3u64).flat_map(|eol| (0..512u64).map(move |flags| eol | flags << 8));
         for bits in every {
             let style = Style::from_bits(bits);
             let stream = format!(
@@ -272,6 +304,71 @@ mod tests {
         let mut events = parser.feed(b"data: a\r");
         events.extend(parser.feed(b"\ndata: b\r\n\r\n"));
         assert_eq!(events, vec![message("a\nb")]);
+    }
+
+    /// Streams the specification tells a client to accept, each with the events it dispatches.
+    fn spec_cases() -> Vec<(&'static str, &'static [u8], Vec<SseEvent>)> {
+        let message = |data: &str| SseEvent { event: "message".into(), data: data.into() };
+        vec![
+            ("a byte-order mark", b"\xEF\xBB\xBFdata: a\n\n", vec![message("a")]),
+            ("an unknown field", b"x-relay-frame: message\ndata: a\n\n", vec![message("a")]),
+            ("a field without a colon", b"id\ndata: a\n\n", vec![message("a")]),
+            (
+                "a second event line (the last wins)",
+                b"event: x\nevent: message\ndata: a\n\n",
+                vec![message("a")],
+            ),
+            ("a second id line", b"id: 1\nid: 2\ndata: a\n\n", vec![message("a")]),
+            ("a retry that is not a number", b"retry: soon\ndata: a\n\n", vec![message("a")]),
+            ("an event with no data (not dispatched)", b"event: x\n\ndata: a\n\n", vec![message("a")]),
+        ]
+    }
+
+    #[test]
+    fn every_spec_case_dispatches_its_events() {
+        for (what, bytes, expected) in spec_cases() {
+            for chunk in [1, 2, bytes.len()] {
+                let mut parser = SseParser::default();
+                let events: Vec<_> = bytes.chunks(chunk).flat_map(|c| parser.feed(c)).collect();
+                assert_eq!(events, expected, "{what}, chunks of {chunk}");
+            }
+        }
+    }
+
+    /// The measured reason this parser is ours (ARCHITECTURE.md, "relay/sse.rs"): `sse-stream`,
+    /// the parser rmcp's SSE transports use, ends the stream with an error, or dispatches an
+    /// event with no data, on streams the specification accepts. A bridge built on it would drop
+    /// a real server's stream at its first such line. When a release of the crate passes a case
+    /// this test fails, and the swap is worth weighing again.
+    #[test]
+    fn sse_stream_crate_rejects_what_the_spec_accepts() {
+        use futures_util::StreamExt;
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let mut failed = Vec::new();
+        for (what, bytes, expected) in spec_cases() {
+            let chunks = futures_util::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from_static(bytes))]);
+            let parsed: Vec<_> = runtime.block_on(sse_stream::SseStream::from_bytes_stream(chunks).collect());
+            let events: Result<Vec<_>, _> = parsed
+                .into_iter()
+                .map(|sse| {
+                    sse.map(|sse| SseEvent { event: sse.event.unwrap_or_else(|| "message".into()), data: sse.data.unwrap_or_default() })
+                })
+                .collect();
+            match events {
+                Ok(events) if events == expected => {}
+                other => failed.push((what, format!("{other:?}"))),
+            }
+        }
+        let names: Vec<_> = failed.iter().map(|(what, _)| *what).collect();
+        let expected = [
+            "an unknown field",
+            "a field without a colon",
+            "a second event line (the last wins)",
+            "a second id line",
+            "a retry that is not a number",
+            "an event with no data (not dispatched)",
+        ];
+        assert_eq!(names, expected, "what sse-stream did: {failed:#?}");
     }
 
     #[test]
