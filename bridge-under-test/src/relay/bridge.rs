@@ -274,7 +274,7 @@ impl Bridge {
                     self.close_stream(gen, "expired");
                     return false;
                 }
-                0 | 429 | 500..=599 if attempt < self.config.post_retries => seam::sleep_ms(250 << attempt).await,
+                status if self.retries_left(status, attempt) => backoff(attempt).await,
                 // Refused for good: go on, so owed requests meet the same refusal and are
                 // answered; a request the relayer then refuses as uninitialized is sent again
                 // after a new `initialize`.
@@ -282,14 +282,25 @@ impl Bridge {
             }
         }
         if note {
-            let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-            if let Some(path) = self.current_path(gen) {
-                emit!(kind::POST_SEND, id = "", method = "notifications/initialized", key = "", gen, replay = false, tracked = false, attempt = 0u32);
-                let status = self.post(&path, None, note.to_string()).await;
-                emit!(kind::POST_STATUS, id = "", status, attempt = 0u32);
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+            for attempt in 0..=self.config.post_retries {
+                let Some(path) = self.current_path(gen) else { return false };
+                emit!(kind::POST_SEND, id = "", method = "notifications/initialized", key = "", gen, replay = false, tracked = false, attempt);
+                let status = self.post(&path, None, note.clone()).await;
+                emit!(kind::POST_STATUS, id = "", status, attempt);
+                if !self.retries_left(status, attempt) {
+                    break;
+                }
+                backoff(attempt).await;
             }
         }
         true
+    }
+
+    /// Whether a POST answered `status` (0: a network error) on `attempt` is tried again: a
+    /// transient refusal, while retries are left.
+    fn retries_left(&self, status: u16, attempt: u32) -> bool {
+        matches!(status, 0 | 429 | 500..=599) && attempt < self.config.post_retries
     }
 
     /// The session path, if `gen` is still the live session.
@@ -315,7 +326,7 @@ impl Bridge {
             emit!(kind::POST_STATUS, id = %id, status, attempt);
             match status {
                 404 => return self.close_stream(gen, "expired"),
-                0 | 429 | 500..=599 if attempt < self.config.post_retries => seam::sleep_ms(250 << attempt).await,
+                status if self.retries_left(status, attempt) => backoff(attempt).await,
                 _ => break,
             }
         }
@@ -336,9 +347,7 @@ impl Bridge {
                     return;
                 }
                 404 => return self.close_stream(gen, "expired"),
-                0 | 429 | 500..=599 if attempt < self.config.post_retries => {
-                    seam::sleep_ms(250 << attempt).await;
-                }
+                status if self.retries_left(status, attempt) => backoff(attempt).await,
                 // A network error on a request the relayer already accepted says nothing about
                 // the work: it stays owed, for the next session's replay (answered from the
                 // execution log) or an honest close-out. Failing it would tell the client it
@@ -725,6 +734,15 @@ fn interval_ms(ms: u64) -> tokio::time::Interval {
 
 /// A stream that stays open this long counts as a success for the reconnect backoff.
 const STABLE_STREAM_MS: u64 = 2_000;
+
+/// The first wait before retrying a POST refused transiently; each further retry waits twice
+/// as long (250·2^attempt ms).
+const RETRY_BASE_MS: u64 = 250;
+
+/// Wait out the backoff before retry `attempt + 1` of a refused POST.
+async fn backoff(attempt: u32) {
+    seam::sleep_ms(RETRY_BASE_MS << attempt).await;
+}
 
 /// The request as it goes upstream: under the bridge's own `upstream` id, the client's id in
 /// `params._meta` (for the relayer's logs).

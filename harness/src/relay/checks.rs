@@ -12,6 +12,7 @@ use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
 
 use super::outcome_checks;
+use super::retry_checks;
 use super::story::Stories;
 use super::stream_checks;
 use super::wire;
@@ -42,6 +43,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("reconnect_discipline", outcome_checks::reconnect_discipline),
     ("quiescence", outcome_checks::quiescence),
     ("wire_conformance", wire::wire_conformance),
+    ("post_retries", retry_checks::post_retries),
 ];
 
 pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;

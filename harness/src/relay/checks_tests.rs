@@ -836,6 +836,7 @@ fn checkers_table_lists_the_relay_invariants() {
             "reconnect_discipline",
             "quiescence",
             "wire_conformance",
+            "post_retries",
         ]
     );
 }
@@ -1809,4 +1810,33 @@ fn cancellations_name_their_request_passes_a_cancel_of_a_request_already_answere
     let mut events = cancelled_call("7");
     events.insert(3, recv(250, &tool_result(json!(7), "recall a1: done", false)));
     assert_clean(&run(cancellations_name_their_request, events));
+}
+
+#[test]
+fn post_retries_paces_every_retry_and_sends_each_one() {
+    let init = "\"relay-init-1\"";
+    let posts = |times_and_statuses: &[(u64, u64)]| {
+        let mut events = vec![std_spec(), stream_open(0, "s1")];
+        events.extend(times_and_statuses.iter().map(|&(at, status)| http_post(at, init, init, "initialize", "", status)));
+        events
+    };
+    // 429, then 250 ms (+ the round trip) later 429 again, then 500 ms later accepted.
+    assert_clean(&run(retry_checks::post_retries, posts(&[(100, 429), (400, 429), (950, 202)])));
+    // Three refusals in a row end the send: nothing more is owed.
+    assert_clean(&run(retry_checks::post_retries, posts(&[(100, 503), (400, 503), (950, 503)])));
+    // A retry 100 ms after the first refusal: a retry storm.
+    assert_one(&run(retry_checks::post_retries, posts(&[(100, 429), (200, 202)])), "post_retries", 3, "the backoff is 250 ms");
+    // The second wait shorter than the first (backoff that shrinks).
+    assert_one(&run(retry_checks::post_retries, posts(&[(100, 429), (400, 500), (600, 202)])), "post_retries", 4, "the backoff is 500 ms");
+    // Refused once with retries left, and never sent again on a session that lived on.
+    assert_one(&run(retry_checks::post_retries, posts(&[(100, 429)])), "post_retries", 2, "never POSTed again");
+    // ... unless that session ended (or the bridge moved to another) before the retry was due.
+    let mut closed = posts(&[(100, 429)]);
+    closed.push(stream_close(300, "s1"));
+    assert_clean(&run(retry_checks::post_retries, closed));
+    let mut moved = posts(&[(100, 429)]);
+    moved.push(stream_open(200, "s2"));
+    assert_clean(&run(retry_checks::post_retries, moved));
+    // A refusal for good (401) owes no retry.
+    assert_clean(&run(retry_checks::post_retries, posts(&[(100, 401)])));
 }

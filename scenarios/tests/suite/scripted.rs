@@ -225,6 +225,24 @@ fn a_cancellation_names_the_request_as_the_relayer_knows_it() {
     assert!(cancels.iter().any(|e| e.text("request").starts_with("\"relay-")), "{cancels:?}");
 }
 
+// Goal: a transient refusal of the bridge's own `notifications/initialized` is retried after the
+// backoff, as every other POST is. Method: replay the race the `post_retries` oracle found in the
+// default bridge (2 000-case hunts with seeds 2026 and 5 both found it): a 150 ms window of 429s
+// catches the note the bridge sends after its own `initialize`. It sent that note once and moved
+// on, so a session opened after a reconnect (where no client note follows) would never hear it;
+// here the relayer saw the client's copy 100 ms later, faster than any backoff. Now the note
+// goes through the retry policy (`retries_left`, `backoff`) that `initialize`, notifications and
+// calls share.
+#[test]
+fn the_bridges_initialized_note_is_retried_after_a_refusal() {
+    let outcome = race("relay_initialized_note_never_retried");
+    assert_eq!(outcome.violations, vec![]);
+    let notes: Vec<_> = events(&outcome, kind::HTTP_POST).into_iter().filter(|e| e.text("method") == "notifications/initialized").collect();
+    let refused = notes.iter().position(|e| e.num("status") == 429).expect("the window refuses a note");
+    let retry = notes.get(refused + 1).expect("a note after the refusal");
+    assert!(retry.at_ms >= notes[refused].at_ms + 250, "retried {} ms after the refusal", retry.at_ms - notes[refused].at_ms);
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
@@ -242,6 +260,7 @@ fn mutants_gate_relay() {
         "relay_sse_lone_cr_line_ends",
         "relay_request_without_jsonrpc_version",
         "relay_cancel_names_the_client_id",
+        "relay_initialized_note_never_retried",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }

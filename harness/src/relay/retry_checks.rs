@@ -1,0 +1,95 @@
+//! The relay checker about POST retries, as the relayer sees them. A transient refusal (429 or
+//! 5xx) of a message is sent again, after the bridge's backoff, while its session lives and the
+//! message is still wanted: a relayer shedding load never sees a retry storm, and a short
+//! refusal never turns into a lost `initialize`, notification or call.
+
+use std::collections::BTreeMap;
+
+use super::checks::Facts;
+use super::outcome_checks::{POST_RETRIES, RETRY_BASE_MS};
+use crate::check::capped;
+use crate::trace::Violation;
+
+/// Faults under which a POST can fail without reaching the relayer (a network error counts as
+/// an attempt the relayer never saw).
+const UNSEEN_ATTEMPT_FAULTS: &[&str] = &["relayer_bounce", "link_hold"];
+
+/// The wait before the retry that follows the `refusals`-th transient refusal in a row.
+fn wait_ms(refusals: usize) -> u64 {
+    RETRY_BASE_MS << (refusals - 1).min(20)
+}
+
+/// A run of transient refusals of one message on one session.
+struct Streak {
+    refusals: usize,
+    first_ms: u64,
+    /// The last refusal: its POST's event index, time and status.
+    index: usize,
+    at_ms: u64,
+    status: u64,
+}
+
+/// Per message (session, id, method) as the relayer received it: after the `k`-th transient
+/// refusal in a row (k ≤ `POST_RETRIES`) the next POST of that message comes no sooner than
+/// `250·2^(k-1)` ms later, and it does come, unless the session ended (the relayer closed it or
+/// the bridge opened another), the client already read the request's answer or closed stdin,
+/// or the run ended first.
+pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
+    let stories = &facts.stories;
+    let mut found = Vec::new();
+    let mut streaks: BTreeMap<(&str, &str, &str), Streak> = BTreeMap::new();
+    for (index, at_ms, session, id, method, status) in &stories.all_posts {
+        let key = (session.as_str(), id.as_str(), method.as_str());
+        let previous = streaks.remove(&key);
+        if let Some(streak) = &previous {
+            let (waited, wait) = (at_ms - streak.at_ms, wait_ms(streak.refusals));
+            if waited < wait {
+                let detail = format!(
+                    "{method} {id} reached the relayer again {waited} ms after it refused that message {} (refusal {} in a row); the backoff is {wait} ms",
+                    streak.status, streak.refusals
+                );
+                found.push(facts.violation("post_retries", *index, detail));
+            }
+        }
+        if !matches!(status, 429 | 500..=599) {
+            continue;
+        }
+        let (refusals, first_ms) = previous.map_or((1, *at_ms), |s| (s.refusals + 1, s.first_ms));
+        // Past the retries the send is over; a later POST of the message is a new send.
+        if refusals <= POST_RETRIES {
+            streaks.insert(key, Streak { refusals, first_ms, index: *index, at_ms: *at_ms, status: *status });
+        }
+    }
+    let owner: BTreeMap<usize, usize> = stories
+        .of
+        .iter()
+        .enumerate()
+        .flat_map(|(n, story)| story.posts.iter().map(move |post| (post.index, n)))
+        .collect();
+    let eof = stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
+    for ((session, id, method), streak) in streaks {
+        let due = streak.at_ms + wait_ms(streak.refusals) + facts.slack_ms;
+        let session_ended = stories.streams.iter().any(|stream| {
+            (stream.session == session && stream.closed_ms.is_some_and(|closed| closed <= due))
+                || (stream.session != session && stream.opened_ms > streak.at_ms && stream.opened_ms <= due)
+        });
+        let answered = owner
+            .get(&streak.index)
+            .and_then(|&n| facts.requests[n].answered.as_ref())
+            .is_some_and(|answer| answer.at_ms <= due);
+        let unseen_attempt = stories.global_faults.iter().any(|(name, start, end)| {
+            UNSEEN_ATTEMPT_FAULTS.contains(&name.as_str()) && *start <= due && end + 1_000 >= streak.first_ms
+        });
+        if session_ended || answered || unseen_attempt || eof <= due || due > facts.horizon_ms {
+            continue;
+        }
+        let detail = format!(
+            "{method} {id} was refused {} on session {session} with {} retries left, and never POSTed again (due by {due} ms)",
+            streak.status,
+            POST_RETRIES + 1 - streak.refusals
+        );
+        found.push(facts.violation("post_retries", streak.index, detail));
+    }
+    found.sort_by_key(|v| v.at_ms);
+    capped(found)
+}
