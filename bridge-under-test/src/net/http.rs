@@ -161,18 +161,47 @@ impl Body for ChannelBody {
     }
 }
 
-/// Serve `router` on `port` forever: one task per connection, `Date` header off.
+/// Put in a response's extensions to have the connection reset instead of the response
+/// written: the client reads a network error (a proxy or load balancer dropping the connection).
+#[derive(Debug, Clone, Copy)]
+pub struct ResetConnection;
+
+/// Serve `router` on `port` forever: one task per connection, `Date` header off. A response
+/// marked [`ResetConnection`] ends its connection unanswered.
 pub async fn serve(port: u16, router: axum::Router) -> io::Result<()> {
     let listener = TcpListener::bind(("0.0.0.0", port)).await?;
     loop {
         let (stream, _) = listener.accept().await?;
-        let service = TowerToHyperService::new(router.clone());
+        let service = Resettable(TowerToHyperService::new(router.clone()));
         tokio::task::spawn_local(async move {
             let _ = hyper::server::conn::http1::Builder::new()
                 .auto_date_header(false)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
+    }
+}
+
+/// The router as a hyper service whose error (for a [`ResetConnection`] response) makes hyper
+/// drop the connection without writing anything.
+struct Resettable(TowerToHyperService<axum::Router>);
+
+type Served = Pin<Box<dyn std::future::Future<Output = io::Result<axum::response::Response>>>>;
+
+impl hyper::service::Service<Request<Incoming>> for Resettable {
+    type Response = axum::response::Response;
+    type Error = io::Error;
+    type Future = Served;
+
+    fn call(&self, request: Request<Incoming>) -> Served {
+        let response = self.0.call(request);
+        Box::pin(async move {
+            let response = response.await.unwrap_or_else(|never: Infallible| match never {});
+            if response.extensions().get::<ResetConnection>().is_some() {
+                return Err(io::Error::new(io::ErrorKind::ConnectionReset, "connection reset (fault)"));
+            }
+            Ok(response)
+        })
     }
 }
 

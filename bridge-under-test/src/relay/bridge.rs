@@ -275,9 +275,13 @@ impl Bridge {
                     return false;
                 }
                 status if self.retries_left(status, attempt) => backoff(attempt).await,
+                // No answer at all (network errors): the relayer may have initialized the
+                // session, so the lifecycle goes on with `notifications/initialized` before any
+                // request (a request it then refuses as uninitialized is sent again after a new
+                // `initialize`).
+                0 => break,
                 // Refused for good: go on, so owed requests meet the same refusal and are
-                // answered; a request the relayer then refuses as uninitialized is sent again
-                // after a new `initialize`.
+                // answered.
                 _ => return true,
             }
         }

@@ -36,6 +36,9 @@ pub struct RelayerKnobs {
     pub flap: Option<bool>,
     /// Every POST is answered with this status instead of being served.
     pub reject_status: Option<u16>,
+    /// While set, every POST's connection is reset unanswered: before the relayer reads it
+    /// (`false`: nothing runs) or after it admitted it (`true`: it runs; its answer is lost).
+    pub reset_posts: Option<bool>,
     /// Woken whenever a knob changes, so idle streams re-read them.
     pub changed: Arc<Notify>,
 }

@@ -207,7 +207,7 @@ async fn on_post(
     Query(query): Query<BTreeMap<String, String>>,
     headers: HeaderMap,
     body: String,
-) -> StatusCode {
+) -> Response {
     let session = query.get("sessionId").cloned().unwrap_or_default();
     let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_string);
     let msg: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
@@ -215,6 +215,18 @@ async fn on_post(
     let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
     let action = action_of(&msg);
     let client_id = client_key(&msg);
+    let reset = lock(&app.0.knobs).reset_posts;
+    let reset_response = || {
+        let mut response = StatusCode::BAD_GATEWAY.into_response();
+        response.extensions_mut().insert(http::ResetConnection);
+        response
+    };
+    if reset == Some(false) {
+        // Reset before it was served: logged with status 0, nothing admitted or run.
+        emit!(kind::HTTP_POST, session = %session, id = %id, client_id = %client_id, method = %method, action = %action, key = key.as_deref().unwrap_or(""), status = 0u16);
+        emit!(kind::FAULT_FIRED, fault = "post_reset", id = %id, client_id = %client_id, action = %action, session = %session);
+        return reset_response();
+    }
     let status = app.admit(&session, &headers, &msg);
     emit!(
         kind::HTTP_POST,
@@ -229,7 +241,11 @@ async fn on_post(
     if status == StatusCode::ACCEPTED {
         app.dispatch(&session, msg, key);
     }
-    status
+    if reset == Some(true) {
+        emit!(kind::FAULT_FIRED, fault = "post_reset", id = %id, client_id = %client_id, action = %action, session = %session);
+        return reset_response();
+    }
+    status.into_response()
 }
 
 impl App {

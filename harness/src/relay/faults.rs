@@ -48,6 +48,10 @@ pub enum RelayFault {
     LinkHold { at_ms: u64, for_ms: u64 },
     /// The client closes stdin mid-call: the IDE quit.
     StdinEof { at_ms: u64 },
+    /// For a while every POST's connection is reset unanswered, while the streams stay up: a
+    /// proxy or load balancer dropping connections, before the relayer read the POST (nothing
+    /// runs) or after it admitted it (`after_admit`: it runs; only its answer is lost).
+    PostReset { at_ms: u64, for_ms: u64, after_admit: bool },
 }
 
 /// The kinds, for swarm profiles (which kinds a seed turns on).
@@ -64,6 +68,7 @@ pub const KINDS: &[&str] = &[
     "relayer_bounce",
     "link_hold",
     "stdin_eof",
+    "post_reset",
 ];
 
 impl RelayFault {
@@ -82,6 +87,7 @@ impl RelayFault {
             Self::RelayerBounce { .. } => "relayer_bounce",
             Self::LinkHold { .. } => "link_hold",
             Self::StdinEof { .. } => "stdin_eof",
+            Self::PostReset { .. } => "post_reset",
         }
     }
 
@@ -98,7 +104,8 @@ impl RelayFault {
             | Self::WithholdReplies { at_ms, for_ms }
             | Self::StreamStall { at_ms, for_ms }
             | Self::LinkHold { at_ms, for_ms }
-            | Self::StreamFlap { at_ms, for_ms, .. } => (*at_ms, Some(at_ms + for_ms)),
+            | Self::StreamFlap { at_ms, for_ms, .. }
+            | Self::PostReset { at_ms, for_ms, .. } => (*at_ms, Some(at_ms + for_ms)),
             Self::StreamEof { at_ms } | Self::RelayerBounce { at_ms } | Self::StdinEof { at_ms } => {
                 (*at_ms, None)
             }
@@ -150,6 +157,7 @@ pub fn apply(fault: &RelayFault, phase: Phase, sim: &mut turmoil::Sim<'_>, targe
         RelayFault::LinkHold { .. } if on => sim.hold(host::BRIDGE, host::RELAYER),
         RelayFault::LinkHold { .. } => sim.release(host::BRIDGE, host::RELAYER),
         RelayFault::StdinEof { .. } => targets.close_stdin.notify_one(),
+        RelayFault::PostReset { after_admit, .. } => knobs.reset_posts = on.then_some(*after_admit),
     }
     knobs.notify();
 }
@@ -160,6 +168,7 @@ pub fn heal(sim: &mut turmoil::Sim<'_>, knobs: &SharedKnobs) {
     knobs.reject_status = None;
     knobs.withhold_replies = false;
     knobs.flap = None;
+    knobs.reset_posts = None;
     knobs.set_stall(false);
     knobs.notify();
     drop(knobs);

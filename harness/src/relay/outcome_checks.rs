@@ -234,21 +234,34 @@ pub fn prompt_rejection(facts: &Facts<'_>) -> Vec<Violation> {
         }
         // The retries belong to one send: a run of transient refusals is definitive only when
         // all of them came on one session (a replay to a new session is a fresh send).
+        // Network errors (0: the connection was reset before the relayer served the POST) on a
+        // request the relayer accepted before say nothing about its work: it stays owed.
         let mut transient = 0;
         let mut session = "";
+        let mut accepted = false;
         let definitive = facts.stories.of[n].posts.iter().find(|post| {
             if post.session != session {
                 transient = 0;
                 session = &post.session;
             }
-            match post.status {
+            // A reset connection: the bridge read a network error, not the relayer's status
+            // (which, if 202, still means the work runs).
+            accepted |= post.reset && post.status == 202;
+            match if post.reset { 0 } else { post.status } {
                 401 | 403 => return true,
-                429 | 500..=599 => transient += 1,
+                0 if accepted => transient = 0,
+                0 | 429 | 500..=599 => transient += 1,
+                202 => (transient, accepted) = (0, true),
                 _ => transient = 0,
             }
             transient > POST_RETRIES
         });
         let Some(post) = definitive else { continue };
+        // The session's stream ended as the answer came: the bridge drops a dead session's
+        // POSTs with it, and the request goes to the next session (to be answered there).
+        if facts.stories.stream(&post.session).and_then(|s| s.closed_ms).is_some_and(|closed| closed <= post.at_ms + facts.slack_ms) {
+            continue;
+        }
         // The HTTP answer reaches the bridge when a link hold that met it in transit ends.
         let held_until = facts
             .stories
@@ -401,7 +414,7 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
                 match post.5 {
                     202 => outcome = (true, false),
                     404 => continue,
-                    429 | 500..=599 => {
+                    0 | 429 | 500..=599 => {
                         transient += 1;
                         if transient <= POST_RETRIES {
                             continue;

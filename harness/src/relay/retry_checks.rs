@@ -1,5 +1,5 @@
-//! The relay checker about POST retries, as the relayer sees them. A transient refusal (429 or
-//! 5xx) of a message is sent again, after the bridge's backoff, while its session lives and the
+//! The relay checker about POST retries, as the relayer sees them. A transient refusal (429,
+//! 5xx, or a connection reset before the relayer served it: status 0 in its log) of a message is sent again, after the bridge's backoff, while its session lives and the
 //! message is still wanted: a relayer shedding load never sees a retry storm, and a short
 //! refusal never turns into a lost `initialize`, notification or call.
 
@@ -51,7 +51,7 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
                 found.push(facts.violation("post_retries", *index, detail));
             }
         }
-        if !matches!(status, 429 | 500..=599) {
+        if !matches!(status, 0 | 429 | 500..=599) {
             continue;
         }
         let (refusals, first_ms) = previous.map_or((1, *at_ms), |s| (s.refusals + 1, s.first_ms));

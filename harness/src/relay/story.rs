@@ -48,6 +48,9 @@ pub struct Post {
     pub at_ms: u64,
     pub session: String,
     pub status: u64,
+    /// The connection was reset before the answer reached the bridge (fault `post_reset`): the
+    /// bridge read a network error, whatever `status` the relayer gave.
+    pub reset: bool,
 }
 
 /// What the relayer did for one client request.
@@ -85,7 +88,7 @@ pub struct Stories {
 }
 
 /// Faults that act on every request in flight rather than on one step.
-const GLOBAL_FAULTS: &[&str] = &["withhold_replies", "stream_stall", "stream_eof", "stream_flap", "relayer_bounce", "link_hold", "stdin_eof"];
+const GLOBAL_FAULTS: &[&str] = &["withhold_replies", "stream_stall", "stream_eof", "stream_flap", "relayer_bounce", "link_hold", "stdin_eof", "post_reset"];
 
 impl Stories {
     pub fn new(facts: &Facts<'_>) -> Self {
@@ -153,7 +156,7 @@ impl Stories {
                             stories.end_fault(&name, start, event.at_ms);
                         }
                     } else if event.text("phase") == "start" {
-                        let windowed = matches!(fault.as_str(), "withhold_replies" | "stream_stall" | "link_hold" | "stream_flap" | "post_reject");
+                        let windowed = matches!(fault.as_str(), "withhold_replies" | "stream_stall" | "link_hold" | "stream_flap" | "post_reject" | "post_reset");
                         if windowed {
                             starts.insert(event.text("detail"), (fault, event.at_ms));
                         } else {
@@ -190,12 +193,18 @@ impl Stories {
                     // carry the same upstream id.
                     let (upstream, client, method) = (event.text("id"), event.text("client_id"), event.text("method"));
                     let rewritten = !client.is_empty() && client != upstream && event.text("action").is_empty();
+                    // Of those, one the client still waits for comes first: a request closed out
+                    // before any POST of it (say, while the stream was down) is not what a later
+                    // request reusing its id sends.
                     let fifo = || {
                         let candidates = by_id.get(client.as_str())?;
-                        candidates.iter().copied().find(|n| {
+                        let unclaimed = |n: &usize| {
                             let request = &facts.requests[*n];
                             !claimed.contains(n) && request.method == method && request.at_ms <= event.at_ms + facts.slack_ms
-                        })
+                        };
+                        let waiting = |n: &usize| facts.requests[*n].answered.as_ref().is_none_or(|a| a.at_ms + facts.slack_ms >= event.at_ms);
+                        let first = candidates.iter().copied().find(|n| unclaimed(n) && waiting(n));
+                        first.or_else(|| candidates.iter().copied().find(unclaimed))
                     };
                     let found = match (rewritten, carried.get(&upstream)) {
                         (true, Some(n)) => Some(*n),
@@ -206,7 +215,7 @@ impl Stories {
                         if facts.requests[n].method == method {
                             claimed.insert(n);
                             carried.insert(event.text("id"), n);
-                            stories.of[n].posts.push(Post { index, at_ms: event.at_ms, session, status });
+                            stories.of[n].posts.push(Post { index, at_ms: event.at_ms, session, status, reset: false });
                         }
                     }
                 }
@@ -248,6 +257,11 @@ impl Stories {
                         continue;
                     }
                     if let Some(n) = owner_of(&carried, event) {
+                        if fault == "post_reset" {
+                            if let Some(post) = stories.of[n].posts.last_mut() {
+                                post.reset = true;
+                            }
+                        }
                         stories.of[n].fired.push(fault);
                     }
                 }

@@ -136,6 +136,9 @@ fn fault(kind: &'static str, timing: &Timing, steps: usize, span_ms: u64) -> Box
             .boxed(),
         "relayer_bounce" => at.prop_map(|at_ms| RelayFault::RelayerBounce { at_ms }).boxed(),
         "link_hold" => (at, window).prop_map(|(at_ms, for_ms)| RelayFault::LinkHold { at_ms, for_ms }).boxed(),
+        "post_reset" => (at, 100u64..=3_000, any::<bool>())
+            .prop_map(|(at_ms, for_ms, after_admit)| RelayFault::PostReset { at_ms, for_ms, after_admit })
+            .boxed(),
         _ => at.prop_map(|at_ms| RelayFault::StdinEof { at_ms }).boxed(),
     }
 }
