@@ -37,6 +37,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("one_daemon_per_config", lifecycle::one_daemon_per_config),
     ("mixed_versions_work", lifecycle::mixed_versions_work),
     ("replacement_ends", lifecycle::replacement_ends),
+    ("served_by_a_current_daemon", lifecycle::served_by_a_current_daemon),
     ("honest_status", honesty::honest_status),
     ("justified_refusal", honesty::justified_refusal),
     ("quiescence", honesty::quiescence),
@@ -429,17 +430,19 @@ pub fn executes_once(facts: &Facts<'_>) -> Vec<Violation> {
 /// launch that replaced a stale one, or a peer's `daemon start`, is needed).
 pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
-    let mut exits: Vec<(u64, String)> = Vec::new();
+    let mut exits: Vec<(u64, String, u64)> = Vec::new();
     let launched_by: BTreeMap<u64, u64> = facts
         .trace
         .of_kind(kind::CLI_LAUNCH)
         .map(|(_, e)| (e.num("pid"), e.num("action")))
         .collect();
-    let upgrades: Vec<u64> = facts
+    // Whether the daemon a launch replaced was stale for the CLI that launched (from what the
+    // daemon started with and the config edits, not from the CLI's own reason).
+    let fleet = lifecycle::Fleet::new(facts);
+    let versions: BTreeMap<u64, u64> = facts
         .trace
-        .of_kind(kind::CLI_REPLACE)
-        .filter(|(_, e)| e.text("reason") == "stale")
-        .map(|(_, e)| e.num("action"))
+        .of_kind(kind::CLI_ACTION)
+        .map(|(_, e)| (e.num("action"), e.num("version")))
         .collect();
     for (index, event) in facts
         .trace
@@ -449,14 +452,11 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
         .filter(|(_, e)| e.host == host::DAEMON)
     {
         match event.kind.as_str() {
-            kind::DAEMON_EXIT => exits.push((event.at_ms, event.text("reason"))),
+            kind::DAEMON_EXIT => exits.push((event.at_ms, event.text("reason"), event.num("pid"))),
             kind::DAEMON_LAUNCH => {
                 let Some(&action) = launched_by.get(&event.num("pid")) else {
                     continue;
                 };
-                if upgrades.contains(&action) {
-                    continue;
-                }
                 let Some(start) = facts
                     .actions
                     .iter()
@@ -465,10 +465,15 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
                 else {
                     continue;
                 };
-                let replaced = exits
+                let version = versions.get(&action).copied().unwrap_or(0);
+                let edition = fleet.edition_at(start, facts.slack_ms);
+                let replaced: Vec<u64> = exits
                     .iter()
-                    .any(|(at, reason)| *at >= start && matches!(reason.as_str(), "stop" | "kill"));
-                if replaced && !facts.disrupted(action) {
+                    .filter(|(at, reason, _)| *at >= start && matches!(reason.as_str(), "stop" | "kill"))
+                    .map(|(_, _, pid)| *pid)
+                    .collect();
+                let stale = |pid: &u64| edition.is_none_or(|edition| fleet.stale(*pid, version, edition) != Some(false));
+                if !replaced.is_empty() && !replaced.iter().any(stale) && !facts.disrupted(action) {
                     let detail = format!(
                         "pid {} launched to replace a healthy daemon during action {action}",
                         event.num("pid")

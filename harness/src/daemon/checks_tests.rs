@@ -333,10 +333,72 @@ fn no_needless_launch_passes_a_first_launch_and_a_launch_after_a_crash() {
     assert_eq!(run(no_needless_launch, events), vec![]);
 }
 
+/// A CLI of protocol `version` starts action `action`.
+fn versioned_action(at_ms: u64, action: u64, version: u64) -> TraceEvent {
+    let fields = [("action", json!(action)), ("method", json!("x")), ("version", json!(version))];
+    TraceEvent::new(at_ms, host::CLI, kind::CLI_ACTION, &fields)
+}
+
+/// Daemon `pid` listens, running `protocol` with `config`.
+fn daemon_start(at_ms: u64, pid: u64, protocol: u64, config: &str) -> TraceEvent {
+    let fields = [("pid", json!(pid)), ("protocol_version", json!(protocol)), ("config", json!(config))];
+    TraceEvent::new(at_ms, host::DAEMON, kind::DAEMON_START, &fields)
+}
+
+fn daemon_request(at_ms: u64, pid: u64, id: &str) -> TraceEvent {
+    let fields = [("pid", json!(pid)), ("id", json!(id)), ("method", json!("listTools"))];
+    TraceEvent::new(at_ms, host::DAEMON, kind::DAEMON_REQUEST, &fields)
+}
+
+#[test]
+fn no_needless_launch_judges_staleness_from_the_daemons_not_the_cli() {
+    // Replacing a protocol-1 daemon for a protocol-2 CLI, or one started before a config edit,
+    // is needed; the CLI's own reason is not read.
+    let replace = |protocol: u64, edit: bool| {
+        let mut events = vec![spec(), daemon_start(0, 1, protocol, "config-1")];
+        if edit {
+            events.push(fault(100, "config_edit", "start"));
+        }
+        events.extend([versioned_action(200, 1, 2), exit(600, 1, "stop"), cli_launch(650, 1, 2), launch(700, 2), done(1_000, 1)]);
+        run(no_needless_launch, events)
+    };
+    assert_eq!(replace(1, false), vec![]);
+    assert_eq!(replace(2, true), vec![]);
+    let found = replace(2, false);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("healthy daemon"), "{}", found[0].detail);
+}
+
+#[test]
+fn served_by_a_current_daemon_flags_a_stale_daemon_serving_an_action() {
+    let served = |protocol: u64, config: &str, peer: bool| {
+        let mut events = vec![spec(), daemon_start(0, 1, protocol, config), fault(50, "config_edit", "start"), versioned_action(100, 1, 2)];
+        if peer {
+            events.push(daemon_start(150, 1, protocol, config));
+        }
+        events.push(daemon_request(200, 1, "a1.1"));
+        events.push(daemon_request(210, 1, "c1.1-status"));
+        run(lifecycle::served_by_a_current_daemon, events)
+    };
+    // Current: protocol 2 and the edited config (config-2).
+    assert_eq!(served(2, "config-2", false), vec![]);
+    // A peer started the daemon meanwhile: the CLI uses it, as MODEL.md §2.4 says.
+    assert_eq!(served(1, "config-2", true), vec![]);
+    // An older protocol, or the config from before the edit: stale.
+    let found = served(1, "config-2", false);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("runs protocol 1 with config-2"), "{}", found[0].detail);
+    let found = served(2, "config-1", false);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("runs protocol 2 with config-1"), "{}", found[0].detail);
+}
+
 #[test]
 fn no_needless_launch_flags_replacing_a_healthy_daemon() {
     let events = vec![
-        action(0, 1),
+        spec(),
+        versioned_action(0, 1, 2),
+        daemon_start(5, 1, 2, "config-1"),
         launch(10, 1),
         exit(600, 1, "stop"),
         cli_launch(650, 1, 2),

@@ -252,3 +252,92 @@ pub fn replacement_ends(facts: &Facts<'_>) -> Vec<Violation> {
     }
     capped(found)
 }
+
+/// The daemons that started, by pid: (start time, protocol version, config edition), from their
+/// own `daemon.start`, the pids each action launched, and the machine's config over time, from
+/// the fault injector's config edits (the machine names its config `config-<edits + 1>`).
+pub struct Fleet {
+    started: BTreeMap<u64, (u64, u64, u64)>,
+    launched_by: BTreeMap<u64, u64>,
+    edits_ms: Vec<u64>,
+}
+
+/// `config-N` → N.
+fn edition(config: &str) -> u64 {
+    config.strip_prefix("config-").and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+impl Fleet {
+    pub fn new(facts: &Facts<'_>) -> Self {
+        let started = facts
+            .trace
+            .of_kind(kind::DAEMON_START)
+            .map(|(_, e)| (e.num("pid"), (e.at_ms, e.num("protocol_version"), edition(&e.text("config")))))
+            .collect();
+        let launched_by = facts.trace.of_kind(kind::CLI_LAUNCH).map(|(_, e)| (e.num("pid"), e.num("action"))).collect();
+        let edits_ms = facts
+            .trace
+            .of_kind(kind::FAULT_INJECTED)
+            .filter(|(_, e)| e.text("fault") == "config_edit" && e.text("phase") == "start")
+            .map(|(_, e)| e.at_ms)
+            .collect();
+        Self { started, launched_by, edits_ms }
+    }
+
+    /// The config edition a CLI starting at `at_ms` reads, if no edit lands within `slack_ms` of
+    /// that moment (an edit in the same tick may or may not have been read).
+    pub fn edition_at(&self, at_ms: u64, slack_ms: u64) -> Option<u64> {
+        if self.edits_ms.iter().any(|edit| edit.abs_diff(at_ms) <= slack_ms) {
+            return None;
+        }
+        Some(self.edits_ms.iter().filter(|edit| **edit < at_ms).count() as u64 + 1)
+    }
+
+    /// Whether daemon `pid` is stale for a CLI of protocol `version` that read config `edition`:
+    /// an older protocol or an older config (MODEL.md §2.4; edits only move the config on).
+    pub fn stale(&self, pid: u64, version: u64, edition: u64) -> Option<bool> {
+        self.started.get(&pid).map(|(_, protocol, running)| *protocol < version || *running < edition)
+    }
+
+    /// Whether a daemon that action `action` did not launch started in `(from, to]`: a peer
+    /// replaced the daemon meanwhile, and MODEL.md §2.4 has the CLI use the peer's daemon.
+    pub fn peer_started(&self, action: u64, from: u64, to: u64) -> bool {
+        self.started
+            .iter()
+            .any(|(pid, (at, _, _))| *at > from && *at <= to && self.launched_by.get(pid) != Some(&action))
+    }
+}
+
+/// Every action is served by a current daemon: the daemon that handles an action's own request
+/// runs at least the CLI's protocol and the config the CLI read when the action started, unless
+/// a peer started another daemon meanwhile (the CLI then uses the peer's). A CLI that keeps
+/// talking to a stale daemon (after an upgrade or a config edit) serves the user the old
+/// software or the old settings. Read from the CLI's `cli.action` and `cli.launch`, the daemons'
+/// `daemon.start` and `daemon.request`, and the fault injector's config edits.
+pub fn served_by_a_current_daemon(facts: &Facts<'_>) -> Vec<Violation> {
+    let fleet = Fleet::new(facts);
+    let actions: BTreeMap<u64, (u64, u64)> = facts
+        .trace
+        .of_kind(kind::CLI_ACTION)
+        .map(|(_, e)| (e.num("action"), (e.at_ms, e.num("version"))))
+        .collect();
+    let mut judged = std::collections::BTreeSet::new();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::DAEMON_REQUEST) {
+        // The action's own request (`a<action>.<attempt>`), not a status probe.
+        let id = event.text("id");
+        let Some(action) = id.starts_with('a').then(|| action_of(&id)).flatten() else { continue };
+        let Some(&(start_ms, version)) = actions.get(&action) else { continue };
+        let Some(edition) = fleet.edition_at(start_ms, facts.slack_ms) else { continue };
+        let pid = event.num("pid");
+        let peer = fleet.peer_started(action, start_ms.saturating_sub(facts.slack_ms), event.at_ms);
+        if fleet.stale(pid, version, edition) == Some(true) && !peer && judged.insert(action) {
+            let (_, protocol, running) = fleet.started[&pid];
+            let detail = format!(
+                "action {action} (protocol {version}, config-{edition} when it started) was served by pid {pid}, which runs protocol {protocol} with config-{running}"
+            );
+            found.push(facts.violation("served_by_a_current_daemon", index, detail));
+        }
+    }
+    capped(found)
+}
