@@ -48,6 +48,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("one_retry", waits::one_retry),
     ("workload_happened", waits::workload_happened),
     ("errors_have_causes", honesty::errors_have_causes),
+    ("successes_come_from_the_server", honesty::successes_come_from_the_server),
 ];
 
 /// Run every checker.

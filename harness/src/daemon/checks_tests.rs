@@ -1254,3 +1254,26 @@ fn workload_happened_flags_a_cli_that_ran_nothing_and_one_that_skipped_the_repor
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("no end-of-run report"), "{}", found[0].detail);
 }
+
+#[test]
+fn successes_come_from_the_server_holds_an_ok_to_the_servers_answer() {
+    let call = |upstream: &str, status: u64, answer: Value| {
+        let recv = json!({"jsonrpc": "2.0", "id": 7, "method": upstream, "params": {}}).to_string();
+        vec![
+            spec(),
+            TraceEvent::new(0, host::CLI, kind::CLI_ACTION, &[("action", json!(1)), ("method", json!("callTool"))]),
+            TraceEvent::new(10, host::MCP, kind::SERVER_RECV, &[("msg", json!(recv)), ("request", json!("a1.1"))]),
+            TraceEvent::new(20, host::MCP, kind::SERVER_SEND, &[("msg", json!(answer.to_string())), ("status", json!(status)), ("request", json!("a1.1"))]),
+            TraceEvent::new(30, host::CLI, kind::CLI_REPLY, &[("id", json!("a1.1")), ("ok", json!(true)), ("code", json!(""))]),
+        ]
+    };
+    let result = json!({"jsonrpc": "2.0", "id": 7, "result": {"content": []}});
+    assert_eq!(run(crate::daemon::honesty::successes_come_from_the_server, call("tools/call", 200, result.clone())), vec![]);
+    // The server was asked another method, refused, or answered an error: the ok came from nowhere.
+    let error = json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32603, "message": "x"}});
+    for events in [call("resources/read", 200, result.clone()), call("tools/call", 401, result), call("tools/call", 200, error)] {
+        let found = run(crate::daemon::honesty::successes_come_from_the_server, events);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].detail.contains("never answered a tools/call"), "{}", found[0].detail);
+    }
+}

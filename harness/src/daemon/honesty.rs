@@ -498,3 +498,69 @@ pub fn errors_have_causes(facts: &Facts<'_>) -> Vec<Violation> {
     }
     capped(found)
 }
+
+/// The upstream MCP method a CLI method's success rests on (`closeServer`, `status` and `stop`
+/// are answered by the daemon itself).
+fn upstream_method(method: &str) -> Option<&'static str> {
+    match method {
+        "callTool" => Some("tools/call"),
+        "readResource" => Some("resources/read"),
+        "listResources" => Some("resources/list"),
+        "listTools" => Some("tools/list"),
+        _ => None,
+    }
+}
+
+/// A success the user reads comes from the MCP server: every request the CLI reads `ok` for,
+/// of a method that needs the server (`callTool`, `readResource`, `listResources`,
+/// `listTools`), was sent to the server as that method under its request id, and the server
+/// answered it with a result (HTTP 200, a JSON-RPC result with the id it was asked under). A
+/// daemon that answers from nothing, or calls the wrong method, gives the user a result the
+/// server never produced. Read from the CLI's `cli.action` and `cli.reply` and the MCP server's
+/// `server.recv` and `server.send`.
+pub fn successes_come_from_the_server(facts: &Facts<'_>) -> Vec<Violation> {
+    let methods: BTreeMap<u64, String> = facts
+        .trace
+        .of_kind(kind::CLI_ACTION)
+        .map(|(_, e)| (e.num("action"), e.text("method")))
+        .collect();
+    // Per daemon request id: the JSON-RPC ids the server was asked each method under, and the
+    // ids it answered with a result.
+    let mut asked: BTreeMap<String, Vec<(String, Value)>> = BTreeMap::new();
+    let mut answered: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for (_, event) in facts.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::MCP) {
+        let msg: Value = serde_json::from_str(&event.text("msg")).unwrap_or(Value::Null);
+        let request = event.text("request");
+        match event.kind.as_str() {
+            kind::SERVER_RECV => {
+                if let (Some(method), Some(id)) = (msg.get("method").and_then(Value::as_str), msg.get("id")) {
+                    asked.entry(request).or_default().push((method.to_string(), id.clone()));
+                }
+            }
+            kind::SERVER_SEND if event.num("status") == 200 && msg.get("result").is_some() => {
+                if let Some(id) = msg.get("id") {
+                    answered.entry(request).or_default().push(id.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::CLI_REPLY) {
+        if event.get("ok") != Some(&Value::Bool(true)) {
+            continue;
+        }
+        let id = event.text("id");
+        let Some(action) = id.starts_with('a').then(|| super::checks::action_of(&id)).flatten() else { continue };
+        let Some(method) = methods.get(&action) else { continue };
+        let Some(upstream) = upstream_method(method) else { continue };
+        let served = asked.get(&id).is_some_and(|calls| {
+            calls.iter().any(|(m, rpc)| m == upstream && answered.get(&id).is_some_and(|ids| ids.contains(rpc)))
+        });
+        if !served {
+            let detail = format!("the CLI read success for {method} {id}, but the MCP server never answered a {upstream} for it");
+            found.push(facts.violation("successes_come_from_the_server", index, detail));
+        }
+    }
+    capped(found)
+}
