@@ -215,19 +215,9 @@ async fn on_post(
     let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
     let action = action_of(&msg);
     let client_id = client_key(&msg);
+    // A reset before the POST was served is logged with status 0: nothing admitted or run.
     let reset = lock(&app.0.knobs).reset_posts;
-    let reset_response = || {
-        let mut response = StatusCode::BAD_GATEWAY.into_response();
-        response.extensions_mut().insert(http::ResetConnection);
-        response
-    };
-    if reset == Some(false) {
-        // Reset before it was served: logged with status 0, nothing admitted or run.
-        emit!(kind::HTTP_POST, session = %session, id = %id, client_id = %client_id, method = %method, action = %action, key = key.as_deref().unwrap_or(""), status = 0u16);
-        emit!(kind::FAULT_FIRED, fault = "post_reset", id = %id, client_id = %client_id, action = %action, session = %session);
-        return reset_response();
-    }
-    let status = app.admit(&session, &headers, &msg);
+    let status = (reset != Some(false)).then(|| app.admit(&session, &headers, &msg));
     emit!(
         kind::HTTP_POST,
         session = %session,
@@ -236,16 +226,18 @@ async fn on_post(
         method = %method,
         action,
         key = key.as_deref().unwrap_or(""),
-        status = status.as_u16()
+        status = status.map_or(0, |s| s.as_u16())
     );
-    if status == StatusCode::ACCEPTED {
+    if status == Some(StatusCode::ACCEPTED) {
         app.dispatch(&session, msg, key);
     }
-    if reset == Some(true) {
-        emit!(kind::FAULT_FIRED, fault = "post_reset", id = %id, client_id = %client_id, action = %action, session = %session);
-        return reset_response();
+    if let (None, Some(status)) = (reset, status) {
+        return status.into_response();
     }
-    status.into_response()
+    emit!(kind::FAULT_FIRED, fault = "post_reset", id = %id, client_id = %client_id, action = %action, session = %session);
+    let mut response = StatusCode::BAD_GATEWAY.into_response();
+    response.extensions_mut().insert(http::ResetConnection);
+    response
 }
 
 impl App {

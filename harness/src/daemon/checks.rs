@@ -440,11 +440,6 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
     // Whether the daemon a launch replaced was stale for the CLI that launched (from what the
     // daemon started with and the config edits, not from the CLI's own reason).
     let fleet = lifecycle::Fleet::new(facts);
-    let versions: BTreeMap<u64, u64> = facts
-        .trace
-        .of_kind(kind::CLI_ACTION)
-        .map(|(_, e)| (e.num("action"), e.num("version")))
-        .collect();
     for (index, event) in facts
         .trace
         .events
@@ -466,7 +461,7 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
                 else {
                     continue;
                 };
-                let version = versions.get(&action).copied().unwrap_or(0);
+                let version = fleet.actions.get(&action).map_or(0, |(_, version)| *version);
                 let edition = fleet.edition_at(start, facts.slack_ms);
                 let replaced: Vec<u64> = exits
                     .iter()

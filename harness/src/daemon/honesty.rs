@@ -528,8 +528,8 @@ pub fn successes_come_from_the_server(facts: &Facts<'_>) -> Vec<Violation> {
     // ids it answered with a result.
     let mut asked: BTreeMap<String, Vec<(String, Value)>> = BTreeMap::new();
     let mut answered: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    for (_, event) in facts.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::MCP) {
-        let msg: Value = serde_json::from_str(&event.text("msg")).unwrap_or(Value::Null);
+    for event in facts.trace.events.iter().filter(|e| e.host == host::MCP) {
+        let msg = crate::check::message(event);
         let request = event.text("request");
         match event.kind.as_str() {
             kind::SERVER_RECV => {

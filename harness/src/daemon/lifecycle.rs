@@ -260,6 +260,8 @@ pub struct Fleet {
     started: BTreeMap<u64, (u64, u64, u64)>,
     launched_by: BTreeMap<u64, u64>,
     edits_ms: Vec<u64>,
+    /// Per action (`cli.action`): when it started and the CLI's protocol version.
+    pub actions: BTreeMap<u64, (u64, u64)>,
 }
 
 /// `config-N` → N.
@@ -281,7 +283,12 @@ impl Fleet {
             .filter(|(_, e)| e.text("fault") == "config_edit" && e.text("phase") == "start")
             .map(|(_, e)| e.at_ms)
             .collect();
-        Self { started, launched_by, edits_ms }
+        let actions = facts
+            .trace
+            .of_kind(kind::CLI_ACTION)
+            .map(|(_, e)| (e.num("action"), (e.at_ms, e.num("version"))))
+            .collect();
+        Self { started, launched_by, edits_ms, actions }
     }
 
     /// The config edition a CLI starting at `at_ms` reads, if no edit lands within `slack_ms` of
@@ -316,18 +323,13 @@ impl Fleet {
 /// `daemon.start` and `daemon.request`, and the fault injector's config edits.
 pub fn served_by_a_current_daemon(facts: &Facts<'_>) -> Vec<Violation> {
     let fleet = Fleet::new(facts);
-    let actions: BTreeMap<u64, (u64, u64)> = facts
-        .trace
-        .of_kind(kind::CLI_ACTION)
-        .map(|(_, e)| (e.num("action"), (e.at_ms, e.num("version"))))
-        .collect();
     let mut judged = std::collections::BTreeSet::new();
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::DAEMON_REQUEST) {
         // The action's own request (`a<action>.<attempt>`), not a status probe.
         let id = event.text("id");
         let Some(action) = id.starts_with('a').then(|| action_of(&id)).flatten() else { continue };
-        let Some(&(start_ms, version)) = actions.get(&action) else { continue };
+        let Some(&(start_ms, version)) = fleet.actions.get(&action) else { continue };
         let Some(edition) = fleet.edition_at(start_ms, facts.slack_ms) else { continue };
         let pid = event.num("pid");
         let peer = fleet.peer_started(action, start_ms.saturating_sub(facts.slack_ms), event.at_ms);
