@@ -50,6 +50,9 @@ pub type SharedMcpKnobs = Arc<Mutex<McpKnobs>>;
 pub struct DaemonKnobs {
     /// The event loop writes nothing to any client while set.
     pub stall: bool,
+    /// While set, a process hangs where a real one blocks on a slow disk or a stuck lock: one
+    /// starting does not listen or write its metadata, one stopping does not exit.
+    pub hang: bool,
     /// Bumped to reset every open client connection.
     pub reset_epoch: u64,
     /// After writing a response, the connection stays open this long before the daemon ends it.
@@ -69,5 +72,18 @@ impl DaemonKnobs {
 
     pub fn notify(&self) {
         self.changed.notify_waiters();
+    }
+}
+
+/// Wait while `held` says the daemon knobs hold the caller (a stall, a hang), waking on every
+/// knob change.
+pub async fn wait_while(knobs: &SharedDaemonKnobs, held: impl Fn(&DaemonKnobs) -> bool) {
+    loop {
+        let changed = lock(knobs).changed.clone();
+        let notified = changed.notified();
+        if !held(&lock(knobs)) {
+            return;
+        }
+        notified.await;
     }
 }

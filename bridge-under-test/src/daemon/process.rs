@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 
 use super::authorize::{self, SharedCallbacks};
 use super::config::{Rules, POLL_MS};
-use super::knobs::SharedDaemonKnobs;
+use super::knobs::{self, SharedDaemonKnobs};
 use super::machine::{Exit, Machine, Metadata};
 use super::upstream::Session;
 use super::{port, serve, CALLBACK_BASE, SOCKET_BASE};
@@ -125,6 +125,7 @@ fn launch(
     let machine = machine.clone();
     async move {
         let why = run(ctx.clone(), &machine).await.unwrap_or(Exit::Stop);
+        knobs::wait_while(&ctx.knobs, |k| k.hang).await;
         // Only the daemon the metadata names removes it (and its socket goes with the process).
         machine.remove_metadata_of(pid);
         let _ = exit_tx.send((pid, why));
@@ -134,6 +135,7 @@ fn launch(
 /// Listen, write the metadata, serve connections until a `stop` is answered, or until the
 /// metadata names another daemon and nothing is left in flight (a peer superseded this one).
 async fn run(ctx: Rc<Ctx>, machine: &Machine) -> std::io::Result<Exit> {
+    knobs::wait_while(&ctx.knobs, |k| k.hang).await;
     let socket = port(SOCKET_BASE, ctx.pid);
     let listener = TcpListener::bind(("0.0.0.0", socket)).await?;
     let router = authorize::callback_router(ctx.callbacks.clone());

@@ -299,7 +299,8 @@ async fn stop(who: &Who<'_>, meant: u64, target: u64, if_idle: bool) -> bool {
     matches!(exchange(who, socket, &id, "stop", params).await, Some(Err(_)))
 }
 
-/// Wait for `pid` to go, killing it if it will not.
+/// Wait for `pid` to go, killing it if it will not. A killed daemon cannot remove its own
+/// metadata, so the killer does.
 async fn wait_gone(who: &Who<'_>, pid: u64) {
     let machine = &who.cli.machine;
     let mut waited = 0;
@@ -312,6 +313,7 @@ async fn wait_gone(who: &Who<'_>, pid: u64) {
         while machine.alive(pid) {
             seam::sleep_ms(POLL_MS).await;
         }
+        machine.remove_metadata_of(pid);
     }
 }
 
@@ -351,21 +353,24 @@ async fn launch_locked(who: &Who<'_>) -> Option<Metadata> {
     ready(who, pid).await
 }
 
-/// Wait until the metadata names `pid`.
+/// Wait until the metadata names `pid`. A launch that is not ready within the ready wait is
+/// killed: left hung, it would come up later, unsupervised, and take the metadata from the
+/// daemon that replaced it.
 async fn ready(who: &Who<'_>, pid: u64) -> Option<Metadata> {
+    let machine = &who.cli.machine;
     let mut waited = 0;
     loop {
-        let metadata = who
-            .cli
-            .machine
-            .metadata()
-            .filter(|m| m.pid == pid);
-        if metadata.is_some() || waited >= READY_WAIT_MS {
+        let metadata = machine.metadata().filter(|m| m.pid == pid);
+        if metadata.is_some() {
             return metadata;
+        }
+        if waited >= READY_WAIT_MS {
+            machine.kill(pid, Exit::Kill);
+            return None;
         }
         // The launched process is gone (it crashed while starting): it will never be ready,
         // and waiting on would hold the start lock from everyone for the whole ready wait.
-        if !who.cli.machine.alive(pid) {
+        if !machine.alive(pid) {
             return None;
         }
         seam::sleep_ms(POLL_MS).await;

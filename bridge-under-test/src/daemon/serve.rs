@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::config::{PROGRESS_INTERVAL_MS, PROTOCOL_VERSION, STATUS_TIMEOUT_MIN_MS};
-use super::knobs::lock;
+use super::knobs::{self, lock};
 use super::methods;
 use super::process::Ctx;
 use super::wire::{self, code, Failure, Request};
@@ -186,14 +186,7 @@ async fn write_line<W: AsyncWriteExt + Unpin>(
     writer: &mut W,
     line: &str,
 ) -> std::io::Result<()> {
-    loop {
-        let changed = lock(&ctx.knobs).changed.clone();
-        let notified = changed.notified();
-        if !lock(&ctx.knobs).stall {
-            break;
-        }
-        notified.await;
-    }
+    knobs::wait_while(&ctx.knobs, |k| k.stall).await;
     writer.write_all(format!("{line}\n").as_bytes()).await?;
     writer.flush().await
 }

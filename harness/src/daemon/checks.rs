@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
-use super::faults::DISRUPTIVE;
+use super::faults::{DISRUPTIVE, WINDOWED};
 use super::{honesty, lifecycle, waits};
 use crate::check::{capped, message};
 use crate::schema::McpSchema;
@@ -35,6 +35,11 @@ pub const CHECKERS: &[(&str, Checker)] = &[
         lifecycle::no_request_killed_by_replacement,
     ),
     ("one_daemon_per_config", lifecycle::one_daemon_per_config),
+    ("launches_come_up_or_go", lifecycle::launches_come_up_or_go),
+    (
+        "launch_after_the_old_one_went",
+        lifecycle::launch_after_the_old_one_went,
+    ),
     ("mixed_versions_work", lifecycle::mixed_versions_work),
     ("replacement_ends", lifecycle::replacement_ends),
     ("served_by_a_current_daemon", lifecycle::served_by_a_current_daemon),
@@ -225,11 +230,12 @@ impl<'a> Facts<'a> {
                     self.disruptions.push((start, event.at_ms));
                 }
             } else if DISRUPTIVE.contains(&fault.as_str()) {
-                match (fault.as_str(), event.text("phase").as_str()) {
-                    ("daemon_stall" | "crossed_frames", "start") => {
+                let windowed = WINDOWED.contains(&fault.as_str());
+                match event.text("phase").as_str() {
+                    "start" if windowed => {
                         open.insert(event.text("detail"), event.at_ms);
                     }
-                    ("daemon_stall" | "crossed_frames", _) => {
+                    _ if windowed => {
                         let start = open.remove(&event.text("detail")).unwrap_or(event.at_ms);
                         self.disruptions.push((start, event.at_ms));
                     }

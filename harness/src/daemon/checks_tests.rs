@@ -511,8 +511,9 @@ fn schema_valid_flags_a_listing_result_without_tools() {
 // The lifecycle checkers (`lifecycle.rs`).
 
 use super::super::lifecycle::{
-    mixed_versions_work, no_request_killed_by_replacement, no_stop_while_busy,
-    one_daemon_per_config, replacement_ends, stop_reaches_its_target,
+    launch_after_the_old_one_went, launches_come_up_or_go, mixed_versions_work,
+    no_request_killed_by_replacement, no_stop_while_busy, one_daemon_per_config,
+    replacement_ends, stop_reaches_its_target,
 };
 
 fn cli_launch(at_ms: u64, action: u64, pid: u64) -> TraceEvent {
@@ -662,6 +663,59 @@ fn one_daemon_per_config_flags_two_daemons_left_running() {
     let found = run(one_daemon_per_config, events);
     assert_eq!(found.len(), 1);
     assert!(found[0].detail.contains("pids 1, 2"), "{}", found[0].detail);
+}
+
+#[test]
+fn launches_come_up_or_go_passes_a_ready_launch_and_a_hung_one_killed_in_time() {
+    let events = vec![
+        cli_launch(100, 1, 1),
+        start(400, 1, "config-1"),
+        cli_launch(500, 2, 2),
+        exit(10_500, 2, "kill"),
+        done(20_000, 2),
+    ];
+    assert_eq!(run(launches_come_up_or_go, events), vec![]);
+}
+
+#[test]
+fn launches_come_up_or_go_flags_a_launch_left_hung_past_the_ready_wait() {
+    let late = vec![cli_launch(100, 1, 1), start(12_000, 1, "config-1"), done(20_000, 1)];
+    let found = run(launches_come_up_or_go, late);
+    assert_eq!(found.len(), 1);
+    assert!(found[0].detail.contains("until 12000 ms"), "{}", found[0].detail);
+    let never = vec![cli_launch(100, 1, 1), done(20_000, 1)];
+    let found = run(launches_come_up_or_go, never);
+    assert!(found[0].detail.contains("never came up"), "{}", found[0].detail);
+    // A run that ends inside the ready wait judges nothing yet.
+    let inside = vec![cli_launch(9_000, 1, 1), done(15_000, 1)];
+    assert_eq!(run(launches_come_up_or_go, inside), vec![]);
+}
+
+#[test]
+fn launch_after_the_old_one_went_passes_a_launch_after_the_stopped_daemon_exited() {
+    let events = vec![
+        cli_stop(100, 2, "c2.3-stop", 1),
+        daemon_stop(110, 1, "c2.3-stop", 0, false),
+        exit(5_110, 1, "kill"),
+        cli_launch(5_200, 2, 2),
+        // Another action's launch is not bound by action 2's stop, nor a refused stop.
+        daemon_stop(6_000, 2, "c3.1-stop", 1, true),
+        cli_launch(6_100, 3, 3),
+    ];
+    assert_eq!(run(launch_after_the_old_one_went, events), vec![]);
+}
+
+#[test]
+fn launch_after_the_old_one_went_flags_a_launch_while_the_stopped_daemon_runs() {
+    let events = vec![
+        cli_stop(100, 2, "c2.3-stop", 1),
+        daemon_stop(110, 1, "c2.3-stop", 0, false),
+        cli_launch(130, 2, 2),
+        exit(5_110, 1, "kill"),
+    ];
+    let found = run(launch_after_the_old_one_went, events);
+    assert_eq!(found.len(), 1);
+    assert!(found[0].detail.contains("while pid 1"), "{}", found[0].detail);
 }
 
 #[test]

@@ -37,6 +37,11 @@ pub enum DaemonFault {
     DaemonStall { at_ms: u64, for_ms: u64 },
     /// The daemon process dies: an OOM kill or a crash.
     DaemonCrash { at_ms: u64 },
+    /// From `at_ms` for `for_ms`, a daemon process that starts hangs before it listens or
+    /// writes its metadata, and one that stops hangs before it exits: a process blocked on a
+    /// slow disk or a stuck lock. The CLI must give up on a launch that never becomes ready
+    /// (and not leave it behind) and kill a stopped daemon that will not go.
+    ProcessHang { at_ms: u64, for_ms: u64 },
     /// The daemon keeps each connection open `hold_ms` after writing its response: a daemon
     /// (or a socket proxy) that ends connections lazily.
     KeepOpen { hold_ms: u64 },
@@ -80,6 +85,7 @@ pub const KINDS: &[&str] = &[
     "token_expiry",
     "keep_open",
     "crossed_frames",
+    "process_hang",
 ];
 
 /// The lifecycle operations a scenario places in time besides its invocations (a daemon crash
@@ -88,7 +94,16 @@ pub const LIFECYCLE: &[&str] = &["config_edit", "peer_start"];
 
 /// The kinds that disturb the daemon or its socket: a request they touch may legitimately fail,
 /// be retried, relaunch the daemon and run twice.
-pub const DISRUPTIVE: &[&str] = &["daemon_stall", "daemon_crash", "socket_reset", "crossed_frames"];
+pub const DISRUPTIVE: &[&str] = &[
+    "daemon_stall",
+    "daemon_crash",
+    "socket_reset",
+    "crossed_frames",
+    "process_hang",
+];
+
+/// The kinds that hold for a window: `fault.injected` has a start and an end phase.
+pub const WINDOWED: &[&str] = &["daemon_stall", "crossed_frames", "process_hang"];
 
 impl DaemonFault {
     /// The kind's name, as in [`KINDS`].
@@ -103,6 +118,7 @@ impl DaemonFault {
             Self::SlowTool { .. } => "slow_tool",
             Self::DaemonStall { .. } => "daemon_stall",
             Self::DaemonCrash { .. } => "daemon_crash",
+            Self::ProcessHang { .. } => "process_hang",
             Self::SocketReset { .. } => "socket_reset",
             Self::CallerDeadline { .. } => "caller_deadline",
             Self::TokenExpiry { .. } => "token_expiry",
@@ -116,9 +132,9 @@ impl DaemonFault {
     /// When it starts and, for windowed faults, when it ends.
     pub fn window(&self) -> (u64, Option<u64>) {
         match self {
-            Self::DaemonStall { at_ms, for_ms } | Self::CrossedFrames { at_ms, for_ms } => {
-                (*at_ms, Some(at_ms + for_ms))
-            }
+            Self::DaemonStall { at_ms, for_ms }
+            | Self::CrossedFrames { at_ms, for_ms }
+            | Self::ProcessHang { at_ms, for_ms } => (*at_ms, Some(at_ms + for_ms)),
             Self::DaemonCrash { at_ms }
             | Self::SocketReset { at_ms }
             | Self::ConfigEdit { at_ms }
@@ -168,6 +184,11 @@ pub fn apply(fault: &DaemonFault, phase: Phase, targets: &Targets<'_>) {
             daemon.stall = on;
             daemon.notify();
         }
+        DaemonFault::ProcessHang { .. } => {
+            let mut daemon = lock(targets.daemon);
+            daemon.hang = on;
+            daemon.notify();
+        }
         DaemonFault::KeepOpen { hold_ms } => lock(targets.daemon).hold_open_ms = *hold_ms,
         DaemonFault::CrossedFrames { .. } => lock(targets.daemon).crossed_frames = on,
         DaemonFault::DaemonCrash { .. } => {
@@ -203,10 +224,11 @@ pub fn apply(fault: &DaemonFault, phase: Phase, targets: &Targets<'_>) {
     }
 }
 
-/// Stop injecting: end a stall and crossed frames. Mock faults (and a lazily closing socket) stay: liveness must hold against a wedged server.
+/// Stop injecting: end a stall, a hang and crossed frames. Mock faults (and a lazily closing socket) stay: liveness must hold against a wedged server.
 pub fn heal(daemon: &SharedDaemonKnobs) {
     let mut daemon = lock(daemon);
     daemon.stall = false;
+    daemon.hang = false;
     daemon.crossed_frames = false;
     daemon.notify();
 }

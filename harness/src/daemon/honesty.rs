@@ -25,6 +25,7 @@ const NEVER: u64 = u64::MAX;
 const HEALABLE: &[&str] = &[
     "daemon_stall",
     "daemon_crash",
+    "process_hang",
     "socket_reset",
     "config_edit",
     "token_expiry",

@@ -184,6 +184,85 @@ pub fn one_daemon_per_config(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
+/// A daemon the CLI launched comes up (`daemon.start`, its metadata written) or is gone
+/// (`daemon.exit`) within the ready wait plus a poll, as the process table shows: a launch the
+/// CLI gave up on leaves no hung process behind to come up later, unsupervised, and take the
+/// metadata from the daemon that replaced it.
+pub fn launches_come_up_or_go(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut settled: BTreeMap<u64, u64> = BTreeMap::new();
+    for event in &facts.trace.events {
+        if event.kind == kind::DAEMON_START || event.kind == kind::DAEMON_EXIT {
+            settled.entry(event.num("pid")).or_insert(event.at_ms);
+        }
+    }
+    let end_ms = facts.trace.events.last().map_or(0, |e| e.at_ms);
+    let found = facts
+        .trace
+        .of_kind(kind::CLI_LAUNCH)
+        .filter_map(|(index, launch)| {
+            let pid = launch.num("pid");
+            let bound_ms = launch.at_ms + READY_WAIT_MS + POLL_MS + facts.slack_ms;
+            let at_ms = settled.get(&pid).copied().unwrap_or(u64::MAX);
+            (at_ms > bound_ms && bound_ms < end_ms).then(|| {
+                let when = if at_ms == u64::MAX {
+                    "never came up and never went".to_string()
+                } else {
+                    format!("was neither up nor gone until {at_ms} ms")
+                };
+                let detail = format!(
+                    "pid {pid}, launched by action {} at {} ms, {when}; the ready wait is \
+                     {READY_WAIT_MS} ms",
+                    launch.num("action"),
+                    launch.at_ms
+                );
+                facts.violation("launches_come_up_or_go", index, detail)
+            })
+        })
+        .collect();
+    capped(found)
+}
+
+/// An action that stopped a daemon launches the next one only after the stopped daemon has
+/// exited (`daemon.exit`, killed if it would not go): never two daemons of one action's making
+/// at once, as the process table shows.
+pub fn launch_after_the_old_one_went(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut stopped: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    let mut exited: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.events.iter().enumerate() {
+        match event.kind.as_str() {
+            kind::DAEMON_STOP if !yes(event, "refused") => {
+                let sender = event.text("id");
+                if let Some(action) = sender.strip_prefix('c').and_then(action_of_control) {
+                    stopped.entry(action).or_default().push(event.num("pid"));
+                }
+            }
+            kind::DAEMON_EXIT => {
+                exited.insert(event.num("pid"), event.at_ms);
+            }
+            kind::CLI_LAUNCH => {
+                let action = event.num("action");
+                let running = stopped
+                    .get(&action)
+                    .into_iter()
+                    .flatten()
+                    .filter(|pid| !exited.contains_key(pid));
+                for pid in running {
+                    let detail = format!(
+                        "action {action} launched pid {} at {} ms while pid {pid}, which it had \
+                         stopped, still ran",
+                        event.num("pid"),
+                        event.at_ms
+                    );
+                    found.push(facts.violation("launch_after_the_old_one_went", index, detail));
+                }
+            }
+            _ => {}
+        }
+    }
+    capped(found)
+}
+
 /// Mixed versions keep working: a protocol-1 client never gets a reply it cannot parse.
 pub fn mixed_versions_work(facts: &Facts<'_>) -> Vec<Violation> {
     let v1: BTreeMap<String, ()> = facts

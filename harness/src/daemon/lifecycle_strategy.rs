@@ -6,7 +6,7 @@
 //! during a drain) happen often rather than by luck; [`super::interleavings`] counts them.
 
 use bridge_under_test::daemon::client::{Invocation, Method};
-use bridge_under_test::daemon::config::PROTOCOL_VERSION;
+use bridge_under_test::daemon::config::{PROTOCOL_VERSION, STOP_WAIT_MS};
 use bridge_under_test::daemon::{DaemonBugs, Timing};
 use proptest::prelude::*;
 
@@ -104,6 +104,9 @@ fn operation(kind: &'static str, span_ms: u64, starts: Vec<u64>) -> BoxedStrateg
         "daemon_stall" => (at, 50u64..=4_000)
             .prop_map(|(at_ms, for_ms)| DaemonFault::DaemonStall { at_ms, for_ms })
             .boxed(),
+        "process_hang" => (at, prop_oneof![2 => 50u64..=STOP_WAIT_MS, 1 => STOP_WAIT_MS..=15_000])
+            .prop_map(|(at_ms, for_ms)| DaemonFault::ProcessHang { at_ms, for_ms })
+            .boxed(),
         _ => (200u64..=1_500)
             .prop_map(|delay_ms| DaemonFault::ApprovalDelay { delay_ms })
             .boxed(),
@@ -121,8 +124,9 @@ fn profile() -> impl Strategy<Value = Vec<&'static str>> {
         prop::bool::weighted(0.4),
         prop::bool::weighted(0.2),
         prop::bool::weighted(0.2),
+        prop::bool::weighted(0.3),
     )
-        .prop_map(|(edit, peer, crash, approval, reset, stall)| {
+        .prop_map(|(edit, peer, crash, approval, reset, stall, hang)| {
             let kinds = [
                 ("config_edit", edit),
                 ("peer_start", peer),
@@ -130,6 +134,7 @@ fn profile() -> impl Strategy<Value = Vec<&'static str>> {
                 ("approval_delay", approval),
                 ("socket_reset", reset),
                 ("daemon_stall", stall),
+                ("process_hang", hang),
             ];
             kinds
                 .into_iter()

@@ -43,9 +43,9 @@ pub fn horizon_ms(scenario: &DaemonScenario, tick_ms: u64) -> u64 {
         .iter()
         .map(|fault| match fault {
             DaemonFault::PageDelay { delay_ms, .. } => *delay_ms,
-            DaemonFault::DaemonStall { for_ms, .. } | DaemonFault::CrossedFrames { for_ms, .. } => {
-                *for_ms
-            }
+            DaemonFault::DaemonStall { for_ms, .. }
+            | DaemonFault::CrossedFrames { for_ms, .. }
+            | DaemonFault::ProcessHang { for_ms, .. } => *for_ms,
             _ => 0,
         })
         .sum();
@@ -182,7 +182,7 @@ fn fault(
     // Half the onsets land anywhere in the run; half just after an invocation starts, so a
     // fault meets a request before dispatch, during OAuth or between pages, not only mid-call.
     let anchors = if starts.is_empty() { vec![0] } else { starts.to_vec() };
-    let early = (prop::sample::select(anchors), 0..=oauth.min(600))
+    let early = (prop::sample::select(anchors.clone()), 0..=oauth.min(600))
         .prop_map(|(start, offset)| start + offset);
     let at = prop_oneof![1 => (0..=span_ms).boxed(), 1 => early.boxed()];
     match kind {
@@ -224,6 +224,21 @@ fn fault(
             .clone()
             .prop_map(|at_ms| DaemonFault::DaemonCrash { at_ms })
             .boxed(),
+        // Shorter than the stop wait (the stopped daemon goes late), longer than it (it is
+        // killed), and longer than the ready wait (a launch that never becomes ready). Half
+        // the onsets come just before an invocation, so its launch meets the hang.
+        "process_hang" => {
+            let before = (prop::sample::select(anchors), 0..=200u64)
+                .prop_map(|(start, ahead)| start.saturating_sub(ahead));
+            let for_ms = prop_oneof![
+                1 => 50..=STOP_WAIT_MS,
+                1 => STOP_WAIT_MS..=READY_WAIT_MS,
+                1 => READY_WAIT_MS..=30_000,
+            ];
+            (prop_oneof![at.clone(), before.boxed()], for_ms)
+                .prop_map(|(at_ms, for_ms)| DaemonFault::ProcessHang { at_ms, for_ms })
+                .boxed()
+        }
         "socket_reset" => at
             .prop_map(|at_ms| DaemonFault::SocketReset { at_ms })
             .boxed(),

@@ -303,15 +303,14 @@ fn mutants_gate_daemon() {
         assert_eq!(run(&scenario).violations, vec![]);
     }
     for name in [
-        "daemon_reset_leaks_active_count",
-        "daemon_stop_meets_new_work",
-        "daemon_launch_crash_holds_the_start_lock",
-        "daemon_drain_outlasts_its_timeout",
-        "daemon_expired_token_fails_the_action",
+        "reset_leaks_active_count",
+        "stop_meets_new_work",
+        "launch_crash_holds_the_start_lock",
+        "drain_outlasts_its_timeout",
+        "expired_token_fails_the_action",
+        "hung_launch_left_behind",
     ] {
-        let path = format!("{}/races/{name}.json", env!("CARGO_MANIFEST_DIR"));
-        let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
-        assert_eq!(run(&scenario).violations, vec![], "{name}");
+        assert_eq!(race(name).violations, vec![], "{name}");
     }
 }
 
@@ -325,9 +324,7 @@ fn mutants_gate_daemon() {
 // frees the lock, and a waiter whose holder gave up takes the lock and launches a daemon itself.
 #[test]
 fn a_daemon_that_dies_while_starting_does_not_fail_the_next_invocation() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_launch_crash_holds_the_start_lock.json");
-    let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let outcome = run(&scenario);
+    let outcome = race("launch_crash_holds_the_start_lock");
     assert_eq!(outcome.violations, vec![]);
     let crashed = events(&outcome, kind::DAEMON_EXIT).iter().any(|e| e.text("reason") == "crash");
     assert!(crashed, "the launched daemon did not crash: the race was not exercised");
@@ -344,9 +341,7 @@ fn a_daemon_that_dies_while_starting_does_not_fail_the_next_invocation() {
 // CLI reports only after the last fault phase, where the runner heals.
 #[test]
 fn the_end_of_run_report_waits_for_the_heal() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_report_during_a_fault.json");
-    let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let outcome = run(&scenario);
+    let outcome = race("report_during_a_fault");
     assert_eq!(outcome.violations, vec![]);
     let heal = outcome.trace.events.iter().find(|e| e.kind == kind::FAULT_INJECTED && e.text("fault") == "heal").expect("healed");
     let reports = events(&outcome, kind::CLI_REPORT);
@@ -362,9 +357,7 @@ fn the_end_of_run_report_waits_for_the_heal() {
 // 75 s of draining (bounded_waits); now it counts the time since its first probe.
 #[test]
 fn a_drain_refuses_after_one_drain_timeout() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_drain_outlasts_its_timeout.json");
-    let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let outcome = run(&scenario);
+    let outcome = race("drain_outlasts_its_timeout");
     assert_eq!(outcome.violations, vec![]);
     let refused = events(&outcome, kind::CLI_REPLACE)
         .iter()
@@ -382,9 +375,7 @@ fn a_drain_refuses_after_one_drain_timeout() {
 // (rotating refresh tokens), initializes the new session and sends the page again.
 #[test]
 fn an_expired_token_is_refreshed_without_the_user() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_expired_token_fails_the_action.json");
-    let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let outcome = run(&scenario);
+    let outcome = race("expired_token_fails_the_action");
     assert_eq!(outcome.violations, vec![]);
     let refreshed = events(&outcome, kind::OAUTH_TOKEN)
         .iter()
@@ -393,4 +384,37 @@ fn an_expired_token_is_refreshed_without_the_user() {
     assert_eq!(count(&outcome, kind::BROWSER_PROMPT), 1, "the renewal prompted the user");
     let last = events(&outcome, kind::CLI_DONE).last().map(|e| e.text("outcome"));
     assert_eq!(last.as_deref(), Some("ok"));
+}
+
+/// Replay a race a hunt found, kept in `scenarios/races/daemon_<name>.json`.
+fn race(name: &str) -> Outcome {
+    let path = format!("{}/races/daemon_{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    run(&harness::scenario::Scenario::from_json(&text).unwrap())
+}
+
+// Goal: a daemon that hangs while starting or stopping leaves nothing behind (MODEL.md §2.4
+// "wait for it to go, launch the new one, wait until ready"; ORACLES.md §3, §6). Method: replay
+// the case the new `process_hang` fault found in the default CLI (seed 2026, case 757, token
+// v1.daemon.none.210f214dcd78c80e, shrunk): action 1's daemon is stopped inside the hang, will
+// not go and is killed after the stop wait; the daemon launched in its place hangs past the
+// ready wait. Two fixes, each failing this test when reverted:
+// - the CLI gave up on the hung launch and left it running, so it came up at the heal,
+//   unsupervised (`launches_come_up_or_go`); now a launch not ready in time is killed;
+// - the killed daemon could not remove its metadata, and nobody else did, so the metadata named
+//   a dead pid at the end (`quiescence`); now the killer removes it.
+#[test]
+fn a_hung_daemon_is_killed_and_leaves_no_metadata() {
+    let outcome = race("hung_launch_left_behind");
+    assert_eq!(outcome.violations, vec![]);
+    let killed: Vec<u64> = events(&outcome, kind::DAEMON_EXIT)
+        .iter()
+        .filter(|e| e.text("reason") == "kill")
+        .map(|e| e.num("pid"))
+        .collect();
+    assert_eq!(killed, vec![1, 2], "the stopped daemon and the hung launch are both killed");
+    let settled = events(&outcome, kind::CLI_SETTLED);
+    let settled = settled.last().expect("the end-of-run report");
+    assert_eq!(settled.text("metadata"), settled.text("live"), "the metadata names the live daemon");
+    assert!(!events(&outcome, kind::DAEMON_START).iter().any(|e| e.num("pid") == 2));
 }
