@@ -37,6 +37,9 @@ pub enum Method {
     ListResources,
     ReadResource,
     CloseServer,
+    /// `listPrompts`: a method of a newer CLI that this daemon's protocol does not have. The
+    /// daemon must answer `unknown_method` itself, with no upstream work.
+    ListPrompts,
 }
 
 impl Method {
@@ -48,6 +51,7 @@ impl Method {
             Method::ListResources => "listResources",
             Method::ReadResource => "readResource",
             Method::CloseServer => "closeServer",
+            Method::ListPrompts => "listPrompts",
         }
     }
 
@@ -58,7 +62,9 @@ impl Method {
                 json!({"server": SERVER_NAME, "tool": "build", "args": {"work_ms": work_ms}})
             }
             Method::ReadResource => json!({"server": SERVER_NAME, "uri": RESOURCE_URI}),
-            Method::ListResources | Method::CloseServer => json!({"server": SERVER_NAME}),
+            Method::ListResources | Method::CloseServer | Method::ListPrompts => {
+                json!({"server": SERVER_NAME})
+            }
         };
         if let Some(timeout_ms) = timeout_ms {
             params["timeoutMs"] = json!(timeout_ms);

@@ -54,6 +54,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("workload_happened", waits::workload_happened),
     ("errors_have_causes", honesty::errors_have_causes),
     ("successes_come_from_the_server", honesty::successes_come_from_the_server),
+    ("unknown_methods_refused", honesty::unknown_methods_refused),
 ];
 
 /// Run every checker.

@@ -33,7 +33,7 @@ fn action(at_ms: u64, action: u64) -> TraceEvent {
         at_ms,
         host::CLI,
         kind::CLI_ACTION,
-        &[("action", json!(action)), ("method", json!("x"))],
+        &[("action", json!(action)), ("method", json!("listTools"))],
     )
 }
 
@@ -1330,4 +1330,32 @@ fn successes_come_from_the_server_holds_an_ok_to_the_servers_answer() {
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].detail.contains("never answered a tools/call"), "{}", found[0].detail);
     }
+}
+
+#[test]
+fn unknown_methods_refused_passes_a_refusal_and_one_cut_by_a_crash() {
+    let ask = |method: &str| TraceEvent::new(0, host::CLI, kind::CLI_ACTION, &[("action", json!(1)), ("method", json!(method))]);
+    let refused = vec![spec(), ask("listPrompts"), done_as(20, 1, "unknown_method")];
+    assert_eq!(run(crate::daemon::honesty::unknown_methods_refused, refused), vec![]);
+    // Both attempts cut by a crash: the CLI never heard the daemon's answer.
+    let crashed = vec![spec(), ask("listPrompts"), fault(5, "daemon_crash", "start"), done_as(20, 1, "reset")];
+    assert_eq!(run(crate::daemon::honesty::unknown_methods_refused, crashed), vec![]);
+    // A protocol method is not judged here.
+    let known = vec![spec(), ask("callTool"), done_as(20, 1, "runtime_error")];
+    assert_eq!(run(crate::daemon::honesty::unknown_methods_refused, known), vec![]);
+}
+
+#[test]
+fn unknown_methods_refused_flags_a_success_upstream_work_and_a_wrong_error() {
+    let ask = TraceEvent::new(0, host::CLI, kind::CLI_ACTION, &[("action", json!(1)), ("method", json!("listPrompts"))]);
+    let recv = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/list", "params": {}}).to_string();
+    let upstream = TraceEvent::new(10, host::MCP, kind::SERVER_RECV, &[("msg", json!(recv)), ("request", json!("a1.1"))]);
+    let served = vec![spec(), ask.clone(), upstream, done_as(20, 1, "ok")];
+    let found = run(crate::daemon::honesty::unknown_methods_refused, served);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].detail.contains("received work for listPrompts a1.1"), "{}", found[0].detail);
+    assert!(found[1].detail.contains("ended \"ok\""), "{}", found[1].detail);
+    let wrong = vec![spec(), ask, done_as(20, 1, "runtime_error")];
+    let found = run(crate::daemon::honesty::unknown_methods_refused, wrong);
+    assert_eq!(found.len(), 1, "{found:?}");
 }

@@ -156,6 +156,7 @@ const OUTCOME_ROWS: &[&str] = &[
     "ok",
     "operation_timeout",
     "runtime_error",
+    "unknown_method",
     "daemon_busy",
     "refused",
     "idle",

@@ -346,6 +346,7 @@ pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
     let last_disruption = facts.disruptions.iter().map(|(_, end)| *end).max();
     let calm_from = last_fault.max(last_disruption.unwrap_or(0)) + facts.slack_ms;
     let story = Story::new(facts);
+    let unknown = unknown_actions(facts);
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::CLI_DONE) {
         let action = event.num("action");
@@ -353,6 +354,10 @@ pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
             continue;
         };
         let outcome = event.text("outcome");
+        // A method the daemon does not have succeeds nowhere (`unknown_methods_refused`).
+        if unknown.contains_key(&action) {
+            continue;
+        }
         // The work itself may outlast its ceiling; `no_early_timeout` judges when it fired.
         let timed = outcome == "operation_timeout";
         // A drain that met real work (or a protocol-1 daemon, which cannot say it is idle) is
@@ -470,7 +475,8 @@ fn upstream_refusals(facts: &Facts<'_>) -> BTreeMap<String, String> {
 /// a repeated cursor, the page cap, or an error the server answered. A 401 is not one (the
 /// daemon refreshes or re-authorizes: OAuth is bounded, and its expiry is `operation_timeout`),
 /// nor is an OAuth server's refusal (a correct daemon presents each code once, with its
-/// verifier), nor an unknown method or unparseable request (the CLI sends neither).
+/// verifier), nor an unparseable request (the CLI sends none). A method the protocol does not
+/// have is its own cause (`unknown_methods_refused` judges those).
 pub fn errors_have_causes(facts: &Facts<'_>) -> Vec<Violation> {
     let causes = upstream_refusals(facts);
     let mut found = Vec::new();
@@ -478,7 +484,8 @@ pub fn errors_have_causes(facts: &Facts<'_>) -> Vec<Violation> {
         let Some(end) = attempt.end.as_ref().filter(|e| !e.ok && !e.transport) else {
             continue;
         };
-        if end.code == "operation_timeout" || causes.contains_key(&attempt.id) {
+        let unknown = !PROTOCOL_METHODS.contains(&attempt.method.as_str());
+        if end.code == "operation_timeout" || causes.contains_key(&attempt.id) || unknown {
             continue;
         }
         let unauthorized = facts
@@ -496,6 +503,55 @@ pub fn errors_have_causes(facts: &Facts<'_>) -> Vec<Violation> {
             attempt.method, attempt.id, end.code
         );
         found.push(facts.violation("errors_have_causes", end.index, detail));
+    }
+    capped(found)
+}
+
+/// The daemon protocol's methods (MODEL.md §2.2): any other is answered `unknown_method`.
+const PROTOCOL_METHODS: &[&str] = &[
+    "listTools",
+    "callTool",
+    "listResources",
+    "readResource",
+    "closeServer",
+    "status",
+    "stop",
+];
+
+/// The actions whose method the daemon protocol does not have, with that method.
+fn unknown_actions(facts: &Facts<'_>) -> BTreeMap<u64, String> {
+    facts
+        .trace
+        .of_kind(kind::CLI_ACTION)
+        .map(|(_, e)| (e.num("action"), e.text("method")))
+        .filter(|(_, method)| !PROTOCOL_METHODS.contains(&method.as_str()))
+        .collect()
+}
+
+/// Unknown methods are refused by the daemon itself: an action whose method the daemon protocol
+/// does not have (a newer CLI's) never succeeds, causes no upstream work at the MCP server, and,
+/// unless a disruption cut its attempts, ends `unknown_method`. Read from `cli.action`,
+/// `cli.done` and the MCP server's `server.recv`.
+pub fn unknown_methods_refused(facts: &Facts<'_>) -> Vec<Violation> {
+    let unknown = unknown_actions(facts);
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::SERVER_RECV) {
+        let request = event.text("request");
+        let action = request.starts_with('a').then(|| super::checks::action_of(&request)).flatten();
+        if let Some(method) = action.and_then(|a| unknown.get(&a)) {
+            let detail = format!("the MCP server received work for {method} {request}, a method the daemon does not have");
+            found.push(facts.violation("unknown_methods_refused", index, detail));
+        }
+    }
+    for (index, event) in facts.trace.of_kind(kind::CLI_DONE) {
+        let action = event.num("action");
+        let Some(method) = unknown.get(&action) else { continue };
+        let outcome = event.text("outcome");
+        let excused = outcome != "ok" && facts.disrupted(action);
+        if outcome != "unknown_method" && !excused {
+            let detail = format!("action {action} ({method}, a method the daemon does not have) ended {outcome:?}");
+            found.push(facts.violation("unknown_methods_refused", index, detail));
+        }
     }
     capped(found)
 }

@@ -139,6 +139,7 @@ fn invocation(timing: Timing) -> impl Strategy<Value = Invocation> {
         1 => Just(Method::ListResources),
         1 => Just(Method::ReadResource),
         1 => Just(Method::CloseServer),
+        1 => Just(Method::ListPrompts),
     ];
     let timeout = prop::option::weighted(0.6, large_deadline(&timing));
     (0u64..=1_500, method, timeout).prop_map(|(at_ms, method, timeout_ms)| Invocation {
