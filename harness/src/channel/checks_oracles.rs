@@ -161,7 +161,7 @@ pub fn every_waiter_answered(facts: &Facts<'_>) -> Vec<Violation> {
 }
 
 /// After close nothing remains: the bridge's end-of-run resource report (taken at exit, before
-/// the process drops anything) shows no timer, no gateway task, no waiter task, no entry and no
+/// the process drops anything; owed once the agent has closed stdin) shows no timer, no gateway task, no waiter task, no entry and no
 /// queued event; and the gateway's own view agrees: every connection open at the first close
 /// ends within the slack, and none opens afterwards.
 pub fn nothing_after_close(facts: &Facts<'_>) -> Vec<Violation> {
@@ -220,10 +220,14 @@ pub fn nothing_after_close(facts: &Facts<'_>) -> Vec<Violation> {
             _ => {}
         }
     }
+    // The agent closing stdin is what ends the bridge, as the agent saw it: a bridge that never
+    // reaches its exit gives no report either, so its own `channel.exit` cannot be the trigger.
+    let eof = facts.trace.first(kind::CLIENT_EOF).is_some();
     let exited = facts.trace.first(kind::CHANNEL_EXIT).is_some();
-    if exited && !report_seen {
+    if (eof || exited) && !report_seen {
         let last = facts.trace.events.len().saturating_sub(1);
-        found.push(facts.violation("nothing_after_close", last, "the bridge exited without its resource report".into()));
+        let detail = "the agent closed stdin, yet the bridge never gave its end-of-run resource report";
+        found.push(facts.violation("nothing_after_close", last, detail.into()));
     }
     capped(found)
 }

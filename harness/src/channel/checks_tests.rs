@@ -534,6 +534,16 @@ fn nothing_after_close_holds_the_report_against_the_gateway() {
     assert!(found[1].contains("socket, waiters 1"), "{found:?}");
 }
 
+#[test]
+fn nothing_after_close_owes_a_report_once_the_agent_closed_stdin() {
+    let reported = vec![eof(MIN), close(MIN, [0, 0, 0], false), report(MIN + 10, false, 0)];
+    assert_eq!(run(nothing_after_close, reported), Vec::<String>::new());
+    // A bridge that never reaches its exit says nothing about itself: the agent's EOF is enough.
+    let silent = run(nothing_after_close, vec![eof(MIN), close(MIN, [0, 0, 0], false)]);
+    assert_eq!(silent.len(), 1, "{silent:?}");
+    assert!(silent[0].contains("never gave its end-of-run resource report"), "{silent:?}");
+}
+
 fn sent(at_ms: u64, id: &str, expires: &str) -> TraceEvent {
     TraceEvent::new(
         at_ms,

@@ -243,10 +243,10 @@ fn a_burst_over_the_cap_evicts_the_oldest() {
     );
 }
 
-// Each scripted scenario is also a regression test: with its bug switched on, a checker fails.
-#[test]
-fn scripted_scenarios_fail_with_their_bugs_on() {
-    let cases = [
+/// The scripted scenarios that are regression tests: (scenario, switch, the checker that fails
+/// with the switch on).
+fn switch_cases() -> Vec<(harness::scenario::Scenario, &'static str, &'static str)> {
+    vec![
         (
             canon::permission_ttl_boundary(),
             "no_ttl",
@@ -279,8 +279,13 @@ fn scripted_scenarios_fail_with_their_bugs_on() {
             "one_owner_decision",
         ),
         (canon::burst_over_cap(), "no_pending_cap", "bounded_sizes"),
-    ];
-    for (scenario, bug, invariant) in cases {
+    ]
+}
+
+// Each scripted scenario is also a regression test: with its bug switched on, a checker fails.
+#[test]
+fn scripted_scenarios_fail_with_their_bugs_on() {
+    for (scenario, bug, invariant) in switch_cases() {
         crate::assert_broken(scenario, bug, invariant);
     }
 }
@@ -355,7 +360,7 @@ fn a_resolved_frame_for_an_expired_approval_tells_the_agent_nothing() {
 
 // The mutation gate (`just mutants channel`): a clean generated hunt with every switch off,
 // plus the scripted scenarios and the committed races, all judged by every checker, the
-// reference model among them.
+// reference model among them, and each switch's regression scenario failing with it on.
 #[test]
 fn mutants_gate_channel() {
     crate::assert_clean(Family::Channel, crate::cases(400), 0x6A7E_0005);
@@ -383,6 +388,11 @@ fn mutants_gate_channel() {
         "reset_mid_burst_never_ends_the_gateway_connection",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
+    }
+    // A mutant that disarms a switch (its plumbing in the bridge) is caught by the switch's
+    // own regression scenario.
+    for (scenario, bug, invariant) in switch_cases() {
+        crate::assert_broken(scenario, bug, invariant);
     }
 }
 
