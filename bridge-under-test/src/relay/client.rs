@@ -100,6 +100,9 @@ impl InvalidForm {
     }
 }
 
+/// The `_meta` key naming the step a client notification was written at.
+pub const NOTE_META: &str = "sim.client/note";
+
 /// The notifications a client sends besides `notifications/initialized`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -244,11 +247,17 @@ impl Step {
                 InvalidForm::Batch => json!([{"jsonrpc": "2.0", "id": id, "method": "ping"}]),
                 InvalidForm::EmptyBatch => json!([]),
             },
-            Op::Notify { note } => match note {
-                Note::Cancelled => json!({"jsonrpc": "2.0", "method": note.method(), "params": {"requestId": id, "reason": "the user cancelled"}}),
-                Note::Progress => json!({"jsonrpc": "2.0", "method": note.method(), "params": {"progressToken": format!("p{action}"), "progress": 1, "total": 2}}),
-                Note::RootsListChanged => json!({"jsonrpc": "2.0", "method": note.method()}),
-            },
+            // Every notification carries its step in `_meta` (which MCP lets any notification
+            // carry and a bridge forwards untouched), so the relayer's log names which one
+            // arrived: the order the client wrote them in is judged against it.
+            Op::Notify { note } => {
+                let meta = json!({ NOTE_META: action });
+                match note {
+                    Note::Cancelled => json!({"jsonrpc": "2.0", "method": note.method(), "params": {"requestId": id, "reason": "the user cancelled", "_meta": meta}}),
+                    Note::Progress => json!({"jsonrpc": "2.0", "method": note.method(), "params": {"progressToken": format!("p{action}"), "progress": 1, "total": 2, "_meta": meta}}),
+                    Note::RootsListChanged => json!({"jsonrpc": "2.0", "method": note.method(), "params": {"_meta": meta}}),
+                }
+            }
         };
         msg.to_string()
     }

@@ -12,7 +12,7 @@ use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
 
 use super::outcome_checks;
-use super::retry_checks;
+use super::{order_checks, retry_checks};
 use super::story::Stories;
 use super::stream_checks;
 use super::wire;
@@ -44,6 +44,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("quiescence", outcome_checks::quiescence),
     ("wire_conformance", wire::wire_conformance),
     ("post_retries", retry_checks::post_retries),
+    ("client_order_kept", order_checks::client_order_kept),
 ];
 
 pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;

@@ -837,6 +837,7 @@ fn checkers_table_lists_the_relay_invariants() {
             "quiescence",
             "wire_conformance",
             "post_retries",
+            "client_order_kept",
         ]
     );
 }
@@ -1839,4 +1840,30 @@ fn post_retries_paces_every_retry_and_sends_each_one() {
     assert_clean(&run(retry_checks::post_retries, moved));
     // A refusal for good (401) owes no retry.
     assert_clean(&run(retry_checks::post_retries, posts(&[(100, 401)])));
+}
+
+#[test]
+fn client_order_kept_holds_each_session_to_the_clients_write_order() {
+    use bridge_under_test::relay::client::NOTE_META;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "recall", "arguments": {"action": "a1"}}});
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed", "params": {"_meta": {NOTE_META: 2}}});
+    let note_post = |at_ms: u64, status: u64| {
+        let mut post = http_post(at_ms, "", "", "notifications/roots/list_changed", "", status);
+        post.fields.push(("note".to_string(), json!("2")));
+        post
+    };
+    let call_post = |at_ms: u64, status: u64| http_post(at_ms, "\"relay-1\"", "1", "tools/call", "a1", status);
+    let written = || vec![std_spec(), stream_open(0, "s1"), send(10, &call), send(20, &note)];
+    // The call, then the notification written after it.
+    let mut kept = written();
+    kept.extend([call_post(30, 202), note_post(40, 202)]);
+    assert_clean(&run(order_checks::client_order_kept, kept));
+    // A refused POST is no arrival: the call refused for good, then the note accepted.
+    let mut refused = written();
+    refused.extend([call_post(30, 401), note_post(40, 202)]);
+    assert_clean(&run(order_checks::client_order_kept, refused));
+    // The notification overtook the call written before it.
+    let mut overtaken = written();
+    overtaken.extend([note_post(30, 202), call_post(40, 202)]);
+    assert_one(&run(order_checks::client_order_kept, overtaken), "client_order_kept", 5, "tools/call id 1 reached the relayer after notifications/roots/list_changed (step 2)");
 }

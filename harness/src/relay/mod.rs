@@ -5,6 +5,7 @@ pub mod checks;
 pub mod coverage;
 pub mod faults;
 pub mod outcome_checks;
+pub mod order_checks;
 pub mod retry_checks;
 pub mod story;
 pub mod strategy;

@@ -106,10 +106,15 @@ fn script(timing: &Timing) -> impl Strategy<Value = Vec<Step>> {
     })
 }
 
-fn fault(kind: &'static str, timing: &Timing, steps: usize, span_ms: u64) -> BoxedStrategy<RelayFault> {
+fn fault(kind: &'static str, timing: &Timing, writes: &[u64], span_ms: u64) -> BoxedStrategy<RelayFault> {
     let spec = Spec::new(timing, 1, 0);
     let (deadline, sweep, idle) = (spec.call_timeout_ms, spec.sweep_period_ms, timing.sse_idle_ms);
+    let steps = writes.len();
     let step = (0..steps.max(1)).boxed();
+    // Just before the client writes a step: its POST meets what the fault left (a session the
+    // restarted relayer no longer knows, before the bridge has noticed its stream is gone).
+    let anchors = if writes.is_empty() { vec![0] } else { writes.to_vec() };
+    let before_a_write = (prop::sample::select(anchors), 0..=100u64).prop_map(|(at, ahead)| at.saturating_sub(ahead));
     let at = 0..=span_ms;
     let window = 100..=(3 * idle).max(200);
     match kind {
@@ -134,7 +139,9 @@ fn fault(kind: &'static str, timing: &Timing, steps: usize, span_ms: u64) -> Box
         "stream_flap" => (at, window, any::<bool>())
             .prop_map(|(at_ms, for_ms, after_endpoint)| RelayFault::StreamFlap { at_ms, for_ms, after_endpoint })
             .boxed(),
-        "relayer_bounce" => at.prop_map(|at_ms| RelayFault::RelayerBounce { at_ms }).boxed(),
+        "relayer_bounce" => prop_oneof![at.boxed(), before_a_write.boxed()]
+            .prop_map(|at_ms| RelayFault::RelayerBounce { at_ms })
+            .boxed(),
         "link_hold" => (at, window).prop_map(|(at_ms, for_ms)| RelayFault::LinkHold { at_ms, for_ms }).boxed(),
         "post_reset" => (at, 100u64..=3_000, any::<bool>())
             .prop_map(|(at_ms, for_ms, after_admit)| RelayFault::PostReset { at_ms, for_ms, after_admit })
@@ -149,8 +156,9 @@ pub fn scenario(bugs: RelayBugs) -> impl Strategy<Value = RelayScenario> {
         script(&timing).prop_flat_map(move |steps| {
             let spec = Spec::new(&timing, 1, 0);
             let span_ms = steps.last().map_or(0, |s| s.at_ms) + spec.call_timeout_ms;
+            let writes: Vec<u64> = steps.iter().map(|s| s.at_ms).collect();
             let choices: Vec<BoxedStrategy<RelayFault>> =
-                kinds.iter().map(|kind| fault(kind, &timing, steps.len(), span_ms)).collect();
+                kinds.iter().map(|kind| fault(kind, &timing, &writes, span_ms)).collect();
             let faults = crate::swarm::plan(choices, 0..=6);
             let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
             (Just(timing.clone()), Just(steps), faults, Just(profile))

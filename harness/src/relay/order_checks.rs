@@ -1,0 +1,66 @@
+//! The relay checker about order, as the relayer sees it: on each session, the client's
+//! messages the relayer accepted arrive in the order the client wrote them. The bridge's pump
+//! posts one message at a time in admission order, and replays what a new session is owed in
+//! that order too, so a tool call never overtakes the cancellation or the call written before it.
+
+use std::collections::BTreeMap;
+
+use bridge_under_test::events::{host, kind};
+use bridge_under_test::relay::client::NOTE_META;
+use serde_json::Value;
+
+use super::checks::Facts;
+use crate::check::{capped, message};
+use crate::trace::Violation;
+
+/// One accepted arrival: the relayer's `http.post` index, the client's write index, a label.
+type Arrival = (usize, usize, String);
+
+/// On each session, the client messages the relayer accepted (2xx) arrive in the client's write
+/// order: requests by their story (which POST carried which request), notifications by the step
+/// the client stamped in their `_meta` and the relayer logged (`http.post note=`). The bridge's
+/// own `initialize` and `notifications/initialized` are not the client's and are not judged.
+pub fn client_order_kept(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut arrivals: BTreeMap<String, Vec<Arrival>> = BTreeMap::new();
+    for (request, story) in facts.requests.iter().zip(&facts.stories.of) {
+        let label = || format!("{} id {}", request.method, request.id.as_deref().unwrap_or("?"));
+        for post in story.posts.iter().filter(|p| (200..300).contains(&p.status)) {
+            arrivals.entry(post.session.clone()).or_default().push((post.index, request.index, label()));
+        }
+    }
+    let mut notes: BTreeMap<String, (usize, String)> = BTreeMap::new();
+    for (index, event) in facts.trace.of_kind(kind::MCP_SEND).filter(|(_, e)| e.host == host::CLIENT) {
+        let msg = message(event);
+        if let Some(step) = msg.pointer("/params/_meta").and_then(|m| m.get(NOTE_META)) {
+            let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
+            notes.insert(step.to_string(), (index, method));
+        }
+    }
+    for (index, event) in facts.trace.of_kind(kind::HTTP_POST) {
+        let (note, status) = (event.text("note"), event.num("status"));
+        if let Some((written, method)) = notes.get(&note).filter(|_| (200..300).contains(&status)) {
+            let label = format!("{method} (step {note})");
+            arrivals.entry(event.text("session")).or_default().push((index, *written, label));
+        }
+    }
+    let mut found = Vec::new();
+    for (session, mut arrived) in arrivals {
+        arrived.sort();
+        // The arrival written latest so far: an arrival written before it came late.
+        let mut latest: Option<&Arrival> = None;
+        for arrival in &arrived {
+            match latest {
+                Some(later) if arrival.1 < later.1 => {
+                    let detail = format!(
+                        "on session {session}, {} reached the relayer after {}, which the client \
+                         wrote after it",
+                        arrival.2, later.2
+                    );
+                    found.push(facts.violation("client_order_kept", arrival.0, detail));
+                }
+                _ => latest = Some(arrival),
+            }
+        }
+    }
+    capped(found)
+}
