@@ -108,6 +108,33 @@ pub fn stalled_daemon() -> Scenario {
     )
 }
 
+/// From 100 ms for 600 ms every progress frame the daemon writes carries another request's id:
+/// the client's idle budget (400 ms) is re-armed by none of them while two pages take 300 ms
+/// each, so it gives up, replaces the daemon and retries after the window.
+pub fn crossed_frames() -> Scenario {
+    let faults = vec![
+        DaemonFault::PageDelay {
+            page: 1,
+            delay_ms: 300,
+        },
+        DaemonFault::PageDelay {
+            page: 2,
+            delay_ms: 300,
+        },
+        DaemonFault::CrossedFrames {
+            at_ms: 100,
+            for_ms: 600,
+        },
+    ];
+    daemon(
+        19,
+        Timing::default(),
+        2,
+        vec![invoke(0, Method::ListTools, Some(400))],
+        faults,
+    )
+}
+
 /// Cursors `page-2, page-3, page-2`: the listing ends with a repeated-cursor error after
 /// exactly three requests.
 pub fn repeated_cursor() -> Scenario {

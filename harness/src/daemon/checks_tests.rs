@@ -511,7 +511,7 @@ fn schema_valid_flags_a_listing_result_without_tools() {
 // The lifecycle checkers (`lifecycle.rs`).
 
 use super::super::lifecycle::{
-    launch_after_the_old_one_went, launches_come_up_or_go, mixed_versions_work,
+    kills_come_last, launch_after_the_old_one_went, launches_come_up_or_go, mixed_versions_work,
     no_request_killed_by_replacement, no_stop_while_busy, one_daemon_per_config,
     replacement_ends, stop_reaches_its_target,
 };
@@ -689,6 +689,35 @@ fn launches_come_up_or_go_flags_a_launch_left_hung_past_the_ready_wait() {
     // A run that ends inside the ready wait judges nothing yet.
     let inside = vec![cli_launch(9_000, 1, 1), done(15_000, 1)];
     assert_eq!(run(launches_come_up_or_go, inside), vec![]);
+}
+
+#[test]
+fn kills_come_last_passes_kills_after_the_stop_and_ready_waits() {
+    let events = vec![
+        start(10, 1, "config-1"),
+        cli_stop(100, 2, "c2.3-stop", 1),
+        exit(5_100, 1, "kill"),
+        cli_launch(5_200, 2, 2),
+        exit(15_300, 2, "kill"),
+        // A crash is the fault's doing, not the CLI's.
+        start(16_000, 3, "config-1"),
+        exit(16_500, 3, "crash"),
+    ];
+    assert_eq!(run(kills_come_last, events), vec![]);
+}
+
+#[test]
+fn kills_come_last_flags_a_kill_before_its_wait_and_an_unasked_kill() {
+    let early = vec![start(10, 1, "config-1"), cli_stop(100, 2, "c2.3-stop", 1), exit(1_100, 1, "kill")];
+    let found = run(kills_come_last, early);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("killed 1000 ms after the stop sent"), "{}", found[0].detail);
+    let unready = vec![cli_launch(100, 1, 1), exit(2_100, 1, "kill")];
+    let found = run(kills_come_last, unready);
+    assert!(found[0].detail.contains("after its launch"), "{}", found[0].detail);
+    let unasked = vec![start(10, 1, "config-1"), exit(900, 1, "kill")];
+    let found = run(kills_come_last, unasked);
+    assert!(found[0].detail.contains("no CLI had asked it to stop"), "{}", found[0].detail);
 }
 
 #[test]

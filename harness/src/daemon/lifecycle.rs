@@ -263,6 +263,52 @@ pub fn launch_after_the_old_one_went(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
+/// Kills come last, as the process table shows: the CLI kills (`daemon.exit reason=kill`) only
+/// a daemon it asked to stop, and only once the stop wait since that `cli.stop` is over, or one
+/// it launched that never came up, once the ready wait is over. A daemon killed sooner loses the
+/// graceful exit that removes its own metadata; one killed unasked loses its users' work.
+pub fn kills_come_last(facts: &Facts<'_>) -> Vec<Violation> {
+    let slack = facts.slack_ms;
+    let mut stopped: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut launched: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut started: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.events.iter().enumerate() {
+        match event.kind.as_str() {
+            kind::CLI_STOP => {
+                stopped.insert(event.num("target"), event.at_ms);
+            }
+            kind::CLI_LAUNCH => {
+                launched.insert(event.num("pid"), event.at_ms);
+            }
+            kind::DAEMON_START => {
+                started.insert(event.num("pid"), event.at_ms);
+            }
+            kind::DAEMON_EXIT if event.text("reason") == "kill" => {
+                let pid = event.num("pid");
+                let (wait, since, what) = match (stopped.get(&pid), launched.get(&pid)) {
+                    (Some(&at), _) => (STOP_WAIT_MS, at, "the stop sent"),
+                    (None, Some(&at)) if !started.contains_key(&pid) => (READY_WAIT_MS, at, "its launch"),
+                    _ => {
+                        let detail = format!("pid {pid} was killed at {} ms, though no CLI had asked it to stop", event.at_ms);
+                        found.push(facts.violation("kills_come_last", index, detail));
+                        continue;
+                    }
+                };
+                if event.at_ms + slack < since + wait {
+                    let detail = format!(
+                        "pid {pid} was killed {} ms after {what} at {since} ms; the wait before a kill is {wait} ms",
+                        event.at_ms - since
+                    );
+                    found.push(facts.violation("kills_come_last", index, detail));
+                }
+            }
+            _ => {}
+        }
+    }
+    capped(found)
+}
+
 /// Mixed versions keep working: a protocol-1 client never gets a reply it cannot parse.
 pub fn mixed_versions_work(facts: &Facts<'_>) -> Vec<Violation> {
     let v1: BTreeMap<String, ()> = facts

@@ -162,6 +162,27 @@ fn repeated_cursor_ends_the_listing() {
     assert_broken(daemon::repeated_cursor(), "no_cursor_guard", "listing_ends");
 }
 
+// Goal: frames carrying another request's id re-arm nothing (MODEL.md §2.4 "each progress
+// frame whose id matches re-arms it"), and the crossed-frames fault really crosses them.
+// Method: a 400 ms listing of two pages 300 ms late each, with every frame crossed from 100 ms
+// for 600 ms: the client hears only frames for other ids, gives up idle after 400 ms, replaces the
+// daemon and its retry (after the window) succeeds.
+#[test]
+fn frames_for_another_request_rearm_nothing() {
+    let outcome = run(&daemon::crossed_frames());
+    assert_eq!(outcome.violations, vec![]);
+    let crossed: Vec<&TraceEvent> = events(&outcome, kind::CLI_FRAME)
+        .into_iter()
+        .filter(|e| (110..700).contains(&e.at_ms))
+        .collect();
+    assert!(!crossed.is_empty(), "frames were written in the window");
+    assert!(crossed.iter().all(|e| e.text("matched") == "false"), "every frame in the window carries another id: {crossed:?}");
+    let fails = events(&outcome, kind::CLI_FAIL);
+    assert_eq!(fails.len(), 1);
+    assert_eq!(fails[0].text("reason"), "idle");
+    assert_eq!(done(&outcome), ("ok".to_string(), 2), "restarted and retried once");
+}
+
 // Goal: fixed-phase methods against a server that accepts and never answers end with
 // `operation_timeout` at the ceiling (2 000 + 500 ms), not never.
 #[test]
@@ -293,6 +314,7 @@ fn mutants_gate_daemon() {
         daemon::repeated_cursor(),
         daemon::slow_approval(),
         daemon::approval_never(),
+        daemon::crossed_frames(),
         scenarios::daemon_lifecycle::busy_daemon_drains(),
         scenarios::daemon_lifecycle::peer_replaced_before_drain(),
         scenarios::daemon_lifecycle::peer_swaps_mid_drain(),
