@@ -122,10 +122,12 @@ impl Bridge {
         match shape {
             Shape::Request { id, method } if method == "initialize" => self.initialize(&id, msg),
             Shape::Request { id, method } => self.admit(id, method, msg),
+            // The upstream handshake is the bridge's own: each session gets its
+            // `notifications/initialized` once, from the pump, never the client's as well.
+            Shape::Notification { method } if method == "notifications/initialized" => {
+                self.state.borrow_mut().client_initialized = true;
+            }
             Shape::Notification { method } => {
-                if method == "notifications/initialized" {
-                    self.state.borrow_mut().client_initialized = true;
-                }
                 let msg = if method == "notifications/cancelled" { self.cancel_upstream(msg) } else { msg };
                 self.enqueue_note(msg);
             }
@@ -224,6 +226,9 @@ impl Bridge {
             if !initialized && !self.init_session(gen).await {
                 break;
             }
+            if self.note_owed(gen) && !self.send_initialized(gen).await {
+                break;
+            }
             let next = {
                 let state = self.state.borrow();
                 if state.gen != gen || state.session.is_none() {
@@ -248,7 +253,7 @@ impl Bridge {
     /// to it: the bridge's own `initialize` (the client's params, its reply suppressed), then
     /// `notifications/initialized` once the client has sent its own. `false`: stop pumping.
     async fn init_session(self: &Rc<Self>, gen: u64) -> bool {
-        let (id, msg, note) = {
+        let (id, msg) = {
             let mut state = self.state.borrow_mut();
             if state.gen != gen || state.session.is_none() {
                 return false;
@@ -257,7 +262,7 @@ impl Bridge {
             state.suppressed.insert(id_key(&id), seam::now());
             let params = state.init_params.clone().unwrap_or_else(default_init_params);
             let msg = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": params});
-            (id, msg, state.client_initialized)
+            (id, msg)
         };
         emit!(kind::SESSION_INIT, gen, id = %id);
         for attempt in 0..=self.config.post_retries {
@@ -285,18 +290,32 @@ impl Bridge {
                 _ => return true,
             }
         }
-        if note {
-            let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
-            for attempt in 0..=self.config.post_retries {
-                let Some(path) = self.current_path(gen) else { return false };
-                emit!(kind::POST_SEND, id = "", method = "notifications/initialized", key = "", gen, replay = false, tracked = false, attempt);
-                let status = self.post(&path, None, note.clone()).await;
-                emit!(kind::POST_STATUS, id = "", status, attempt);
-                if !self.retries_left(status, attempt) {
-                    break;
-                }
-                backoff(attempt).await;
+        // Read now, not before the `initialize`: the client's note may have come meanwhile.
+        let note = self.state.borrow().client_initialized;
+        !note || self.send_initialized(gen).await
+    }
+
+    /// Whether the session of `gen` is owed the bridge's `notifications/initialized`: the
+    /// client has sent its own, and this session was initialized without it.
+    fn note_owed(&self, gen: u64) -> bool {
+        let state = self.state.borrow();
+        state.client_initialized && state.initialized_gen == Some(gen) && state.noted_gen != Some(gen)
+    }
+
+    /// POST the bridge's `notifications/initialized` to the session of `gen`, once, under the
+    /// shared retry policy. `false`: the session is gone (stop pumping).
+    async fn send_initialized(self: &Rc<Self>, gen: u64) -> bool {
+        self.state.borrow_mut().noted_gen = Some(gen);
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+        for attempt in 0..=self.config.post_retries {
+            let Some(path) = self.current_path(gen) else { return false };
+            emit!(kind::POST_SEND, id = "", method = "notifications/initialized", key = "", gen, replay = false, tracked = false, attempt);
+            let status = self.post(&path, None, note.clone()).await;
+            emit!(kind::POST_STATUS, id = "", status, attempt);
+            if !self.retries_left(status, attempt) {
+                break;
             }
+            backoff(attempt).await;
         }
         true
     }

@@ -99,8 +99,11 @@ pub struct State {
     pub init_params: Option<Value>,
     /// The generation whose session the bridge has initialized.
     pub initialized_gen: Option<u64>,
-    /// The client has sent `notifications/initialized`: every later session gets one too.
+    /// The client has sent `notifications/initialized`: every session gets one too, the
+    /// bridge's own (the client's is not forwarded: the handshake upstream is the bridge's).
     pub client_initialized: bool,
+    /// The generation whose session the bridge has sent its `notifications/initialized`.
+    pub noted_gen: Option<u64>,
     /// When the current stream opened (connected), for the reconnect backoff.
     pub opened_at: Instant,
     /// Messages without a tracked reply (notifications, the forwarded `initialize`), by seq.
@@ -133,6 +136,7 @@ impl State {
             init_params: None,
             initialized_gen: None,
             client_initialized: false,
+            noted_gen: None,
             opened_at: now,
             notes: BTreeMap::new(),
             next_seq: 0,

@@ -438,12 +438,21 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
+/// Whether the relayer's POST at trace index `index` was admitted and then its connection reset
+/// (fault `post_reset` with `after_admit`): the bridge never read the answer.
+fn reset_after_admit(facts: &Facts<'_>, index: usize) -> bool {
+    let post = &facts.trace.events[index];
+    facts.trace.events.get(index + 1).is_some_and(|next| {
+        next.kind == kind::FAULT_FIRED && next.text("fault") == "post_reset" && next.text("session") == post.text("session")
+    })
+}
+
 /// Every session that carries a request was initialized first: the relayer received an
 /// `initialize` on it (accepted, or refused by a fault the bridge then met) before any other
 /// request but `ping`. And the lifecycle's second half, `notifications/initialized`: the relayer
-/// receives it only once the client has sent its own, and once it has, every session that
-/// accepted an `initialize` receives the notification before any request the client sent after
-/// it.
+/// receives it only once the client has sent its own, once per initialized session, and once the
+/// client has sent it, every session that accepted an `initialize` receives the notification
+/// before any request the client sent after it.
 pub fn sessions_initialized(facts: &Facts<'_>) -> Vec<Violation> {
     const NOTE: &str = "notifications/initialized";
     let mut initialized = BTreeSet::new();
@@ -456,11 +465,28 @@ pub fn sessions_initialized(facts: &Facts<'_>) -> Vec<Violation> {
     // Per session: the first `initialize` it accepted and the first `notifications/initialized`.
     let mut accepted_init: BTreeMap<&str, usize> = BTreeMap::new();
     let mut noted: BTreeMap<&str, usize> = BTreeMap::new();
+    // Per session: the latest accepted `initialize` and `notifications/initialized`.
+    let (mut last_init, mut last_note): (BTreeMap<&str, usize>, BTreeMap<&str, usize>) = Default::default();
     for (index, at, session, id, method, status) in &facts.stories.all_posts {
         if method == "initialize" {
             initialized.insert(session.clone());
             if *status == 202 {
                 accepted_init.entry(session.as_str()).or_insert(*index);
+            }
+        }
+        if method == "initialize" && *status == 202 {
+            last_init.insert(session.as_str(), *index);
+        }
+        if method == NOTE && id.is_empty() && *status == 202 {
+            // Once per `initialize`: a second one is a second handshake the server never
+            // asked for.
+            let since = last_init.get(session.as_str()).copied().unwrap_or(0);
+            // A note whose answer a reset lost (`post_reset` after admission) is sent again: the
+            // bridge never saw it accepted.
+            let unseen = |before: usize| reset_after_admit(facts, before);
+            if last_note.insert(session.as_str(), *index).is_some_and(|before| before > since && !unseen(before)) {
+                let detail = format!("the relayer received {NOTE} on session {session} at {at} ms a second time");
+                found.push(facts.violation("sessions_initialized", *index, detail));
             }
         }
         if method == NOTE && id.is_empty() {

@@ -259,6 +259,25 @@ fn an_unanswered_initialize_is_still_followed_by_the_initialized_note() {
     assert!(resets >= 3, "the race resets every initialize: {resets} resets");
 }
 
+// Goal: each session hears `notifications/initialized` once (MCP lifecycle: the handshake is
+// one `initialize` and one `initialized`). Method: replay the case `sessions_initialized` found
+// in the default bridge once it counted notes per session (seed 2026, case 0, token
+// v1.relay.none.350ec618f45c0240): a client that sends `initialize` and `notifications/initialized`
+// before any session. The bridge initialized the first session itself, sent its own note, and then
+// also forwarded the client's from its outbox: two handshakes' worth. Now the client's note only
+// tells the bridge that the client is initialized, and the pump sends the bridge's own note to
+// each session once.
+#[test]
+fn each_session_hears_initialized_once() {
+    let outcome = race("relay_client_initialized_forwarded_twice");
+    assert_eq!(outcome.violations, vec![]);
+    let notes: Vec<_> = events(&outcome, kind::HTTP_POST).into_iter().filter(|e| e.text("method") == "notifications/initialized" && e.num("status") == 202).collect();
+    let mut sessions: Vec<String> = notes.iter().map(|e| e.text("session")).collect();
+    let count = sessions.len();
+    sessions.dedup();
+    assert!(count >= 1 && sessions.len() == count, "one accepted note per session: {notes:?}");
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
@@ -278,6 +297,7 @@ fn mutants_gate_relay() {
         "relay_cancel_names_the_client_id",
         "relay_initialized_note_never_retried",
         "relay_unanswered_initialize_skips_the_note",
+        "relay_client_initialized_forwarded_twice",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
