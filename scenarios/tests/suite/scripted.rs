@@ -91,16 +91,21 @@ fn replayed_write_executes_once() {
     snapshot("relay_replay_double_write", &outcome);
 }
 
-// Each scripted scenario is also a regression test: with its bug switched on, the checkers fail.
-#[test]
-fn scripted_scenarios_fail_with_their_bugs_on() {
-    let cases = [
+/// The scripted scenarios that are regression tests: (scenario, switch, the checker that fails
+/// with the switch on).
+fn switch_cases() -> Vec<(harness::scenario::Scenario, &'static str, &'static str)> {
+    vec![
         (scenarios::orphaned_call(), "no_closed_out_filter", "one_reply_per_id"),
         (scenarios::orphaned_call(), "no_call_deadline", "bounded_latency"),
         (scenarios::orphaned_call(), "relayer_unavailable_wording", "truthful_errors"),
         (scenarios::replay_double_write(), "no_idempotency_key", "at_most_once_execution"),
-    ];
-    for (scenario, bug, invariant) in cases {
+    ]
+}
+
+// Each scripted scenario is also a regression test: with its bug switched on, the checkers fail.
+#[test]
+fn scripted_scenarios_fail_with_their_bugs_on() {
+    for (scenario, bug, invariant) in switch_cases() {
         crate::assert_broken(scenario, bug, invariant);
     }
 }
@@ -300,5 +305,10 @@ fn mutants_gate_relay() {
         "relay_client_initialized_forwarded_twice",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
+    }
+    // A mutant that disarms a switch (its plumbing in the bridge) is caught by the switch's
+    // own regression scenario.
+    for (scenario, bug, invariant) in switch_cases() {
+        crate::assert_broken(scenario, bug, invariant);
     }
 }
