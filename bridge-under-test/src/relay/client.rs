@@ -103,6 +103,11 @@ impl InvalidForm {
 /// The `_meta` key naming the step a client notification was written at.
 pub const NOTE_META: &str = "sim.client/note";
 
+/// The step a client notification names in its `_meta`, if it is one.
+pub fn note_step(msg: &Value) -> Option<&Value> {
+    msg.pointer("/params/_meta")?.get(NOTE_META)
+}
+
 /// The notifications a client sends besides `notifications/initialized`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -216,8 +216,7 @@ async fn on_post(
     let action = action_of(&msg);
     let client_id = client_key(&msg);
     // The step a client notification names in its `_meta` (empty for anything else).
-    let note = msg.pointer("/params/_meta").and_then(|meta| meta.get(super::client::NOTE_META));
-    let note = note.map(Value::to_string).unwrap_or_default();
+    let note = super::client::note_step(&msg).map(Value::to_string).unwrap_or_default();
     // A reset before the POST was served is logged with status 0: nothing admitted or run.
     let reset = lock(&app.0.knobs).reset_posts;
     let status = (reset != Some(false)).then(|| app.admit(&session, &headers, &msg));

@@ -518,14 +518,20 @@ const PROTOCOL_METHODS: &[&str] = &[
     "stop",
 ];
 
-/// The actions whose method the daemon protocol does not have, with that method.
-fn unknown_actions(facts: &Facts<'_>) -> BTreeMap<u64, String> {
+/// Each action's method, as the CLI's `cli.action` names it.
+fn action_methods(facts: &Facts<'_>) -> BTreeMap<u64, String> {
     facts
         .trace
         .of_kind(kind::CLI_ACTION)
         .map(|(_, e)| (e.num("action"), e.text("method")))
-        .filter(|(_, method)| !PROTOCOL_METHODS.contains(&method.as_str()))
         .collect()
+}
+
+/// The actions whose method the daemon protocol does not have, with that method.
+fn unknown_actions(facts: &Facts<'_>) -> BTreeMap<u64, String> {
+    let mut methods = action_methods(facts);
+    methods.retain(|_, method| !PROTOCOL_METHODS.contains(&method.as_str()));
+    methods
 }
 
 /// Unknown methods are refused by the daemon itself: an action whose method the daemon protocol
@@ -576,11 +582,7 @@ fn upstream_method(method: &str) -> Option<&'static str> {
 /// server never produced. Read from the CLI's `cli.action` and `cli.reply` and the MCP server's
 /// `server.recv` and `server.send`.
 pub fn successes_come_from_the_server(facts: &Facts<'_>) -> Vec<Violation> {
-    let methods: BTreeMap<u64, String> = facts
-        .trace
-        .of_kind(kind::CLI_ACTION)
-        .map(|(_, e)| (e.num("action"), e.text("method")))
-        .collect();
+    let methods = action_methods(facts);
     // Per daemon request id: the JSON-RPC ids the server was asked each method under, and the
     // ids it answered with a result.
     let mut asked: BTreeMap<String, Vec<(String, Value)>> = BTreeMap::new();

@@ -95,7 +95,7 @@ pub fn no_request_killed_by_replacement(facts: &Facts<'_>) -> Vec<Violation> {
                 open.remove(&(pid, id));
             }
             kind::DAEMON_STOP if !yes(event, "refused") => {
-                let sender = id.strip_prefix('c').and_then(action_of_control);
+                let sender = action_of_control(&id);
                 stopper.insert(pid, sender.unwrap_or(0));
             }
             kind::DAEMON_EXIT if event.text("reason") == "stop" => {
@@ -122,9 +122,9 @@ pub fn no_request_killed_by_replacement(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// The action of a control request id `c<action>.<n>-<method>` (without the `c`).
-fn action_of_control(rest: &str) -> Option<u64> {
-    rest.split('.').next()?.parse().ok()
+/// The action of a control request id `c<action>.<n>-<method>`.
+fn action_of_control(id: &str) -> Option<u64> {
+    id.strip_prefix('c')?.split('.').next()?.parse().ok()
 }
 
 /// At most one live daemon per config once launches settle: at the end of the run no config
@@ -232,8 +232,7 @@ pub fn launch_after_the_old_one_went(facts: &Facts<'_>) -> Vec<Violation> {
     for (index, event) in facts.trace.events.iter().enumerate() {
         match event.kind.as_str() {
             kind::DAEMON_STOP if !yes(event, "refused") => {
-                let sender = event.text("id");
-                if let Some(action) = sender.strip_prefix('c').and_then(action_of_control) {
+                if let Some(action) = action_of_control(&event.text("id")) {
                     stopped.entry(action).or_default().push(event.num("pid"));
                 }
             }

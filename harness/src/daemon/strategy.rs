@@ -41,12 +41,9 @@ pub fn horizon_ms(scenario: &DaemonScenario, tick_ms: u64) -> u64 {
     let delays: u64 = scenario
         .faults
         .iter()
-        .map(|fault| match fault {
-            DaemonFault::PageDelay { delay_ms, .. } => *delay_ms,
-            DaemonFault::DaemonStall { for_ms, .. }
-            | DaemonFault::CrossedFrames { for_ms, .. }
-            | DaemonFault::ProcessHang { for_ms, .. } => *for_ms,
-            _ => 0,
+        .map(|fault| match (fault, fault.window()) {
+            (DaemonFault::PageDelay { delay_ms, .. }, _) => *delay_ms,
+            (_, (start, end)) => end.map_or(0, |end| end - start),
         })
         .sum();
     let restart_ms = STATUS_TIMEOUT_MIN_MS + STOP_WAIT_MS + READY_WAIT_MS + 2 * POLL_MS;

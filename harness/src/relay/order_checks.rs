@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use bridge_under_test::events::{host, kind};
-use bridge_under_test::relay::client::NOTE_META;
+use bridge_under_test::relay::client::note_step;
 use serde_json::Value;
 
 use super::checks::Facts;
@@ -31,7 +31,7 @@ pub fn client_order_kept(facts: &Facts<'_>) -> Vec<Violation> {
     let mut notes: BTreeMap<String, (usize, String)> = BTreeMap::new();
     for (index, event) in facts.trace.of_kind(kind::MCP_SEND).filter(|(_, e)| e.host == host::CLIENT) {
         let msg = message(event);
-        if let Some(step) = msg.pointer("/params/_meta").and_then(|m| m.get(NOTE_META)) {
+        if let Some(step) = note_step(&msg) {
             let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
             notes.insert(step.to_string(), (index, method));
         }

@@ -438,15 +438,6 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// Whether the relayer's POST at trace index `index` was admitted and then its connection reset
-/// (fault `post_reset` with `after_admit`): the bridge never read the answer.
-fn reset_after_admit(facts: &Facts<'_>, index: usize) -> bool {
-    let post = &facts.trace.events[index];
-    facts.trace.events.get(index + 1).is_some_and(|next| {
-        next.kind == kind::FAULT_FIRED && next.text("fault") == "post_reset" && next.text("session") == post.text("session")
-    })
-}
-
 /// Every session that carries a request was initialized first: the relayer received an
 /// `initialize` on it (accepted, or refused by a fault the bridge then met) before any other
 /// request but `ping`. And the lifecycle's second half, `notifications/initialized`: the relayer
@@ -483,7 +474,7 @@ pub fn sessions_initialized(facts: &Facts<'_>) -> Vec<Violation> {
             let since = last_init.get(session.as_str()).copied().unwrap_or(0);
             // A note whose answer a reset lost (`post_reset` after admission) is sent again: the
             // bridge never saw it accepted.
-            let unseen = |before: usize| reset_after_admit(facts, before);
+            let unseen = |before: usize| facts.stories.reset_after_admit.contains(&before);
             if last_note.insert(session.as_str(), *index).is_some_and(|before| before > since && !unseen(before)) {
                 let detail = format!("the relayer received {NOTE} on session {session} at {at} ms a second time");
                 found.push(facts.violation("sessions_initialized", *index, detail));

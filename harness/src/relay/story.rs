@@ -4,7 +4,7 @@
 //! long they lived. The checkers in `outcome_checks.rs` judge these stories; the bridge's own
 //! events only explain a violation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bridge_under_test::events::{host, kind};
 use bridge_under_test::relay::relayer::NOT_INITIALIZED;
@@ -85,6 +85,9 @@ pub struct Stories {
     pub client_eof: Option<(usize, u64, String)>,
     /// Every POST the relayer received: `(index, at, session, id, method, status)`.
     pub all_posts: Vec<(usize, u64, String, String, String, u64)>,
+    /// The POSTs (by event index) the relayer admitted whose connection was then reset (fault
+    /// `post_reset` after admission): the bridge never read their answer.
+    pub reset_after_admit: BTreeSet<usize>,
 }
 
 /// Faults that act on every request in flight rather than on one step.
@@ -143,6 +146,8 @@ impl Stories {
         let mut open: BTreeMap<String, usize> = BTreeMap::new();
         // Windowed faults by their detail (two faults of one kind may overlap): (name, start).
         let mut starts: BTreeMap<String, (String, u64)> = BTreeMap::new();
+        // The latest POST the relayer logged: a `post_reset` firing right after it reset it.
+        let mut last_post: Option<(usize, String)> = None;
         for (index, event) in facts.trace.events.iter().enumerate() {
             match (event.host.as_str(), event.kind.as_str()) {
                 (host::CLIENT, kind::CLIENT_EOF) => {
@@ -183,6 +188,7 @@ impl Stories {
                 (host::RELAYER, kind::HTTP_POST) => {
                     let (session, status) = (event.text("session"), event.num("status"));
                     stories.all_posts.push((index, event.at_ms, session.clone(), event.text("id"), event.text("method"), status));
+                    last_post = Some((index, session.clone()));
                     if event.text("id").is_empty() {
                         continue;
                     }
@@ -253,6 +259,10 @@ impl Stories {
                 }
                 (host::RELAYER, kind::FAULT_FIRED) => {
                     let fault = event.text("fault");
+                    let right_after = last_post.as_ref().is_some_and(|(post, session)| post + 1 == index && *session == event.text("session"));
+                    if fault == "post_reset" && right_after {
+                        stories.reset_after_admit.extend(last_post.as_ref().map(|(post, _)| *post));
+                    }
                     if fault == "stream_eof" || fault == "stream_flap" {
                         continue;
                     }
