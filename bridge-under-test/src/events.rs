@@ -92,7 +92,9 @@
 //! | `cli.launch` | cli | `action`, `pid`, `version`, `config`: a launch under the start lock |
 //! | `cli.done` | cli | `action`, `outcome` (`ok`, a daemon error code, or a transport reason), `attempts` |
 //! | `cli.report` | cli | `pid`, `answered`, `active` (the `activeRequests` it read, empty if none): the end-of-run `status` of each live daemon, after the last invocation and a settle |
-//! | `cli.settled` | cli | `metadata` (the pid the metadata file names, 0 if none), `live` (live pids, comma-separated), `locks` (lock files held): the end-of-run resource report |
+//! | `cli.settled` | cli | `metadata` (the pid the metadata file names, 0 if none), `live` (live pids, comma-separated), `locks` (lock files held, as `name@pid`): the end-of-run resource report |
+//! | `cli.lock_break` | cli | `action`, `lock`, `holder` (the dead pid the lock file named): the CLI removed a stale lock |
+//! | `machine.lock` | the caller's | `lock`, `holder` (the pid the file names), `op` (`take`, `free`, `break`, `orphan`: its holder ended holding it): the filesystem's record of a lock file |
 //! | `daemon.launch` | daemon | `pid`: a daemon process starts (counted at the process table) |
 //! | `daemon.start` | daemon | `pid`, `socket`, `protocol_version`, `config` (fingerprint): listening, metadata written |
 //! | `daemon.exit` | daemon | `pid`, `reason` (`stop`, `crash`, `kill`, `superseded`: the metadata names another daemon and nothing was in flight) |
@@ -206,6 +208,8 @@ pub mod kind {
     pub const CLI_DONE: &str = "cli.done";
     pub const CLI_REPORT: &str = "cli.report";
     pub const CLI_SETTLED: &str = "cli.settled";
+    pub const MACHINE_LOCK: &str = "machine.lock";
+    pub const CLI_LOCK_BREAK: &str = "cli.lock_break";
     pub const DAEMON_LAUNCH: &str = "daemon.launch";
     pub const DAEMON_START: &str = "daemon.start";
     pub const DAEMON_EXIT: &str = "daemon.exit";

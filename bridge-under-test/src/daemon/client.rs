@@ -155,11 +155,13 @@ async fn run_lane(cli: &Cli, start: seam::Instant, lane: Vec<(usize, &Invocation
             .or(invocation.timeout_ms);
         let who = Who {
             cli,
+            pid: cli.machine.begin_cli(),
             action,
             version: invocation.version,
             seq: std::cell::Cell::new(0),
         };
         invoke(&who, invocation, timeout_ms).await;
+        cli.machine.end_cli(who.pid);
     }
 }
 

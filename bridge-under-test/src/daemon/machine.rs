@@ -1,7 +1,9 @@
 //! The user's machine as the CLI and the daemon share it: the daemon metadata file, lock files,
 //! the config file (its fingerprint; an edit makes the metadata stale) and the process table
-//! (launch with a protocol version, kill, liveness by pid). It is plain in-sim state outside any
-//! host's software, so it survives a daemon crash like a real filesystem does.
+//! (launch with a protocol version, kill, liveness by pid) and the CLI invocations running now
+//! (each has a pid of its own, which its lock files record). It is plain in-sim state outside
+//! any host's software, so it survives a daemon crash like a real filesystem does. Every change
+//! of a lock file is a `machine.lock` event: the filesystem's own record, not the CLI's.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -9,6 +11,12 @@ use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
+
+use crate::emit;
+use crate::events::kind;
+
+/// The first pid a CLI invocation gets: CLI pids count up from here, apart from daemon pids.
+pub const FIRST_CLI_PID: u64 = 1_001;
 
 /// The daemon metadata file (MODEL.md §2.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,7 +65,11 @@ struct State {
     config_edits: u64,
     kills: VecDeque<(u64, Exit)>,
     alive: BTreeSet<u64>,
-    locks: BTreeSet<String>,
+    /// Each held lock file and the pid written into it.
+    locks: BTreeMap<String, u64>,
+    /// The CLI invocations running now, by pid.
+    clis: BTreeSet<u64>,
+    last_cli: u64,
     exits: BTreeMap<u64, Exit>,
 }
 
@@ -171,18 +183,81 @@ impl Machine {
         self.state.borrow().alive.iter().copied().collect()
     }
 
-    /// Take a lock file; `false` if another holds it.
-    pub fn try_lock(&self, name: &str) -> bool {
-        self.state.borrow_mut().locks.insert(name.to_string())
+    /// A CLI invocation begins: its pid.
+    pub fn begin_cli(&self) -> u64 {
+        let mut state = self.state.borrow_mut();
+        let pid = FIRST_CLI_PID + state.last_cli;
+        state.last_cli += 1;
+        state.clis.insert(pid);
+        pid
     }
 
-    /// The lock files held now, by name.
+    /// CLI `pid` ends, normally or killed: a lock file it still holds stays on disk, naming a
+    /// dead pid (`op=orphan`).
+    pub fn end_cli(&self, pid: u64) {
+        let mut state = self.state.borrow_mut();
+        state.clis.remove(&pid);
+        let orphans: Vec<String> = state
+            .locks
+            .iter()
+            .filter(|(_, holder)| **holder == pid)
+            .map(|(name, _)| name.clone())
+            .collect();
+        drop(state);
+        for name in orphans {
+            emit!(kind::MACHINE_LOCK, lock = %name, holder = pid, op = "orphan");
+        }
+    }
+
+    /// Whether CLI `pid` is still running.
+    pub fn cli_running(&self, pid: u64) -> bool {
+        self.state.borrow().clis.contains(&pid)
+    }
+
+    /// Create lock file `name` holding `holder`'s pid (`O_EXCL`); `false` if it exists.
+    pub fn try_lock(&self, name: &str, holder: u64) -> bool {
+        let mut state = self.state.borrow_mut();
+        if state.locks.contains_key(name) {
+            return false;
+        }
+        state.locks.insert(name.to_string(), holder);
+        drop(state);
+        emit!(kind::MACHINE_LOCK, lock = name, holder, op = "take");
+        true
+    }
+
+    /// The pid lock file `name` names, if it exists.
+    pub fn lock_holder(&self, name: &str) -> Option<u64> {
+        self.state.borrow().locks.get(name).copied()
+    }
+
+    /// Remove lock file `name` if it still names `holder` and `holder` is not running: a stale
+    /// lock left by a killed CLI. `false` if it names another pid now or its holder lives.
+    pub fn break_lock(&self, name: &str, holder: u64) -> bool {
+        let mut state = self.state.borrow_mut();
+        let stale = state.locks.get(name) == Some(&holder) && !state.clis.contains(&holder);
+        if stale {
+            state.locks.remove(name);
+            drop(state);
+            emit!(kind::MACHINE_LOCK, lock = name, holder, op = "break");
+        }
+        stale
+    }
+
+    /// The lock files held now, as `name@pid`.
     pub fn locks(&self) -> Vec<String> {
-        self.state.borrow().locks.iter().cloned().collect()
+        let state = self.state.borrow();
+        state.locks.iter().map(|(name, pid)| format!("{name}@{pid}")).collect()
     }
 
-    pub fn unlock(&self, name: &str) {
-        self.state.borrow_mut().locks.remove(name);
+    /// Remove lock file `name`, which `holder` holds.
+    pub fn unlock(&self, name: &str, holder: u64) {
+        let mut state = self.state.borrow_mut();
+        if state.locks.get(name) == Some(&holder) {
+            state.locks.remove(name);
+            drop(state);
+            emit!(kind::MACHINE_LOCK, lock = name, holder, op = "free");
+        }
     }
 }
 
@@ -210,6 +285,15 @@ mod tests {
         assert_eq!(machine.take_kill(), Some((1, Exit::Kill)));
         machine.exited(1, Exit::Kill);
         assert!(!machine.alive(1) && machine.alive(2));
-        assert!(machine.try_lock("start") && !machine.try_lock("start"));
+        let (cli, other) = (machine.begin_cli(), machine.begin_cli());
+        assert_eq!((cli, other), (FIRST_CLI_PID, FIRST_CLI_PID + 1));
+        assert!(machine.try_lock("start", cli) && !machine.try_lock("start", other));
+        assert!(!machine.break_lock("start", cli), "its holder is running");
+        machine.unlock("start", other);
+        assert_eq!(machine.lock_holder("start"), Some(cli), "only its holder frees it");
+        machine.end_cli(cli);
+        assert_eq!(machine.locks(), ["start@1001"], "a killed holder leaves its lock file");
+        assert!(!machine.break_lock("start", other), "it names another pid");
+        assert!(machine.break_lock("start", cli) && machine.try_lock("start", other));
     }
 }

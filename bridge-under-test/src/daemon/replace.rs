@@ -27,9 +27,11 @@ pub const START_LOCK: &str = "start";
 /// How long a client waits for the start lock: a holder drains, stops and launches at most.
 pub const LOCK_WAIT_MS: u64 = DRAIN_TIMEOUT_MS + STOP_WAIT_MS + READY_WAIT_MS + 3 * 1_000;
 
-/// The invocation acting: its CLI, its action number and its protocol version.
+/// The invocation acting: its CLI, its pid, its action number and its protocol version.
 pub struct Who<'a> {
     pub cli: &'a Cli,
+    /// The invocation's own pid, which the lock files it takes record.
+    pub pid: u64,
     pub action: usize,
     pub version: u64,
     /// Numbers this invocation's control requests.
@@ -85,9 +87,7 @@ enum Drain {
 pub async fn ensure_daemon(who: &Who<'_>) -> Result<Metadata, String> {
     let machine = &who.cli.machine;
     match machine.metadata() {
-        None => launch(who)
-            .await
-            .ok_or_else(|| "no daemon became ready".to_string()),
+        None => launch(who).await,
         Some(m)
             if machine.alive(m.pid) && stale(who, m.protocol_version, &m.config_fingerprint) =>
         {
@@ -108,16 +108,9 @@ fn stale(who: &Who<'_>, version: u64, config: &str) -> bool {
 /// `Err` is a loud, final refusal: the daemon is left alone.
 pub async fn replace(who: &Who<'_>, target: u64, reason: &str) -> Result<(), String> {
     let machine = &who.cli.machine;
-    let mut waited = 0;
-    while !machine.try_lock(START_LOCK) {
-        if waited >= LOCK_WAIT_MS {
-            return Err(format!("start lock still held after {LOCK_WAIT_MS} ms"));
-        }
-        seam::sleep_ms(POLL_MS).await;
-        waited += POLL_MS;
-    }
+    acquire(who, false).await?;
     let outcome = guarded(who, target).await;
-    machine.unlock(START_LOCK);
+    machine.unlock(START_LOCK, who.pid);
     let message = match &outcome {
         Decision::Refused(message) => message.clone(),
         _ => String::new(),
@@ -248,6 +241,7 @@ pub async fn report(cli: &Cli) {
     seam::sleep_ms(SETTLE_MS).await;
     let who = Who {
         cli,
+        pid: cli.machine.begin_cli(),
         action: 0,
         version: PROTOCOL_VERSION,
         seq: Cell::new(0),
@@ -270,6 +264,7 @@ pub async fn report(cli: &Cli) {
         live = %live.join(","),
         locks = %machine.locks().join(",")
     );
+    machine.end_cli(who.pid);
 }
 
 /// `stop` addressed to `target` on its own socket (the regressed drain sends it unaddressed to
@@ -317,22 +312,51 @@ async fn wait_gone(who: &Who<'_>, pid: u64) {
     }
 }
 
-/// Launch a daemon under the start lock, or wait for the one the lock's holder launches. When
-/// the holder gives up without a daemon (the one it launched died before it was ready) and frees
-/// the lock, take the lock and launch one: waiting out the ready timeout for a daemon nobody is
-/// starting any more would fail this invocation although nothing is wrong now.
-pub async fn launch(who: &Who<'_>) -> Option<Metadata> {
+/// How a wait for the start lock ended.
+enum Locked {
+    /// This invocation holds it.
+    Held,
+    /// (Launching) the metadata names a daemon now: the lock's holder launched it.
+    Daemon(Metadata),
+}
+
+/// Take the start lock. While a running invocation holds it, wait, and give up loudly after
+/// `LOCK_WAIT_MS` (a holder drains, stops and launches within it). A lock file that names a pid
+/// no longer running was left by a CLI killed while holding it: nobody will ever free it, so
+/// remove it and take the lock, instead of failing every later invocation. When `launching`,
+/// a daemon the holder launched ends the wait.
+async fn acquire(who: &Who<'_>, launching: bool) -> Result<Locked, String> {
     let machine = &who.cli.machine;
     let mut waited = 0;
-    while !machine.try_lock(START_LOCK) {
-        if let Some(metadata) = machine.metadata() {
-            return Some(metadata);
+    loop {
+        if machine.try_lock(START_LOCK, who.pid) {
+            return Ok(Locked::Held);
         }
-        if waited >= READY_WAIT_MS {
-            return None;
+        if let Some(holder) = machine.lock_holder(START_LOCK) {
+            if !machine.cli_running(holder) && machine.break_lock(START_LOCK, holder) {
+                emit!(kind::CLI_LOCK_BREAK, action = who.action, lock = START_LOCK, holder);
+                continue;
+            }
+        }
+        if let Some(metadata) = machine.metadata().filter(|_| launching) {
+            return Ok(Locked::Daemon(metadata));
+        }
+        if waited >= LOCK_WAIT_MS {
+            return Err(format!("start lock still held after {LOCK_WAIT_MS} ms"));
         }
         seam::sleep_ms(POLL_MS).await;
         waited += POLL_MS;
+    }
+}
+
+/// Launch a daemon under the start lock, or use the one the lock's holder launches. When the
+/// holder gives up without a daemon (the one it launched died before it was ready) and frees
+/// the lock, take the lock and launch one: waiting on for a daemon nobody is starting any more
+/// would fail this invocation although nothing is wrong now.
+pub async fn launch(who: &Who<'_>) -> Result<Metadata, String> {
+    let machine = &who.cli.machine;
+    if let Locked::Daemon(metadata) = acquire(who, true).await? {
+        return Ok(metadata);
     }
     // Another client may have launched one since the metadata was read.
     let live = machine.metadata().filter(|m| machine.alive(m.pid));
@@ -340,8 +364,8 @@ pub async fn launch(who: &Who<'_>) -> Option<Metadata> {
         Some(metadata) => Some(metadata),
         None => launch_locked(who).await,
     };
-    machine.unlock(START_LOCK);
-    metadata
+    machine.unlock(START_LOCK, who.pid);
+    metadata.ok_or_else(|| "no daemon became ready".to_string())
 }
 
 /// Launch a daemon of this client's version and the current config; the lock is held.

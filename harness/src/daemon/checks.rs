@@ -37,6 +37,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("one_daemon_per_config", lifecycle::one_daemon_per_config),
     ("launches_come_up_or_go", lifecycle::launches_come_up_or_go),
     ("kills_come_last", lifecycle::kills_come_last),
+    ("lock_waits_justified", lifecycle::lock_waits_justified),
     (
         "launch_after_the_old_one_went",
         lifecycle::launch_after_the_old_one_went,

@@ -511,7 +511,8 @@ fn schema_valid_flags_a_listing_result_without_tools() {
 // The lifecycle checkers (`lifecycle.rs`).
 
 use super::super::lifecycle::{
-    kills_come_last, launch_after_the_old_one_went, launches_come_up_or_go, mixed_versions_work,
+    kills_come_last, launch_after_the_old_one_went, launches_come_up_or_go, lock_waits_justified,
+    mixed_versions_work,
     no_request_killed_by_replacement, no_stop_while_busy, one_daemon_per_config,
     replacement_ends, stop_reaches_its_target,
 };
@@ -689,6 +690,58 @@ fn launches_come_up_or_go_flags_a_launch_left_hung_past_the_ready_wait() {
     // A run that ends inside the ready wait judges nothing yet.
     let inside = vec![cli_launch(9_000, 1, 1), done(15_000, 1)];
     assert_eq!(run(launches_come_up_or_go, inside), vec![]);
+}
+
+/// The filesystem's record of the start lock: `op` on it by `holder`, from `on` (a CLI, or the
+/// sim for the fault's stray CLI).
+fn lock_op(at_ms: u64, on: &str, holder: u64, op: &str) -> TraceEvent {
+    let fields = [("lock", json!("start")), ("holder", json!(holder)), ("op", json!(op))];
+    TraceEvent::new(at_ms, on, kind::MACHINE_LOCK, &fields)
+}
+
+/// A stray CLI (pid 1000) takes the start lock at 0 ms and is killed at `killed` ms; action 1
+/// begins at 100 ms and waits for the lock.
+fn stray_lock(killed: u64) -> Vec<TraceEvent> {
+    vec![
+        lock_op(0, host::SIM, 1000, "take"),
+        action(100, 1),
+        lock_op(killed, host::SIM, 1000, "orphan"),
+    ]
+}
+
+#[test]
+fn lock_waits_justified_passes_a_broken_stale_lock_and_a_full_wait_for_a_live_holder() {
+    let mut broken = stray_lock(5_000);
+    broken.extend([
+        lock_op(5_100, host::CLI, 1000, "break"),
+        lock_op(5_100, host::CLI, 1001, "take"),
+        cli_launch(5_100, 1, 1),
+        lock_op(5_300, host::CLI, 1001, "free"),
+        done(5_400, 1),
+    ]);
+    assert_eq!(run(lock_waits_justified, broken), vec![]);
+    let mut waited = stray_lock(90_000);
+    waited.push(done_as(78_100, 1, "refused"));
+    assert_eq!(run(lock_waits_justified, waited), vec![]);
+}
+
+#[test]
+fn lock_waits_justified_flags_an_early_give_up_a_wait_on_a_dead_holder_and_a_live_lock_broken() {
+    let mut early = stray_lock(90_000);
+    early.push(done_as(75_100, 1, "refused"));
+    let found = run(lock_waits_justified, early);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("after 75000 ms"), "{}", found[0].detail);
+    let mut dead = stray_lock(5_000);
+    dead.push(done_as(78_100, 1, "refused"));
+    let found = run(lock_waits_justified, dead);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("ended at 5000 ms"), "{}", found[0].detail);
+    let mut live = stray_lock(90_000);
+    live.extend([lock_op(200, host::CLI, 1000, "break"), cli_launch(200, 1, 1)]);
+    let found = run(lock_waits_justified, live);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("still running"), "{}", found[0].detail);
 }
 
 #[test]
@@ -957,6 +1010,22 @@ fn quiescence_flags_a_busy_daemon_a_stale_file_and_a_held_lock() {
     assert!(found[0].detail.contains("reported 1"), "{found:?}");
     assert!(found[1].detail.contains("not running"), "{found:?}");
     assert!(found[2].detail.contains("start"), "{found:?}");
+}
+
+#[test]
+fn quiescence_excuses_only_the_stale_lock_the_fault_left() {
+    let mut events = stray_lock(500);
+    events.push(done(1_000, 1));
+    events.push(fault(3_000, "heal", "start"));
+    events.push(settled(4_200, 0, "", "start@1000"));
+    assert_eq!(run(quiescence, events.clone()), vec![]);
+    events.pop();
+    events.push(lock_op(2_000, host::CLI, 1000, "break"));
+    events.push(lock_op(2_000, host::CLI, 1001, "take"));
+    events.push(settled(4_200, 0, "", "start@1001"));
+    let found = run(quiescence, events);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("start@1001"), "{found:?}");
 }
 
 #[test]

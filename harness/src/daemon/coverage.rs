@@ -37,6 +37,7 @@ const FAULT_ROWS: &[&str] = &[
     "daemon_stall",
     "daemon_crash",
     "process_hang",
+    "stale_lock",
     "socket_reset",
     "config_edit",
     "peer_start",
@@ -48,6 +49,7 @@ const TIMED: &[&str] = &[
     "crossed_frames",
     "daemon_crash",
     "process_hang",
+    "stale_lock",
     "socket_reset",
     "config_edit",
     "peer_start",
@@ -145,6 +147,7 @@ const UNREACHABLE: &[(&str, &str)] = &[
     ("daemon_stall", "at_start"),
     ("daemon_crash", "at_start"),
     ("process_hang", "at_start"),
+    ("stale_lock", "at_start"),
     ("socket_reset", "at_start"),
     ("config_edit", "at_start"),
     ("peer_start", "at_start"),
@@ -174,7 +177,13 @@ const OUTCOME_UNREACHABLE: &[(&str, &str)] = &[
     ("reset", "first_attempt"),
 ];
 
-const INTERLEAVING_ROWS: &[&str] = &["mid_request_upgrade", "swap_before_drain", "swap_mid_drain"];
+const INTERLEAVING_ROWS: &[&str] = &[
+    "mid_request_upgrade",
+    "swap_before_drain",
+    "swap_mid_drain",
+    "stale_lock_broken",
+    "lock_wait_refused",
+];
 
 /// The daemon family's coverage tables.
 pub const TABLES: &[Table] = &[
@@ -194,6 +203,8 @@ pub fn observe(trace: &Trace) -> Vec<Cell> {
         ("mid_request_upgrade", seen.mid_request_upgrade),
         ("swap_before_drain", seen.swap_before_drain),
         ("swap_mid_drain", seen.swap_mid_drain),
+        ("stale_lock_broken", seen.stale_lock_broken),
+        ("lock_wait_refused", seen.lock_wait_refused),
     ];
     cells.extend(
         flags

@@ -7,7 +7,10 @@ use bridge_under_test::daemon::client::SharedCliKnobs;
 use bridge_under_test::daemon::knobs::{
     lock, Approval, SharedBrowserKnobs, SharedDaemonKnobs, SharedMcpKnobs,
 };
+use std::cell::RefCell;
+
 use bridge_under_test::daemon::machine::{Exit, Machine};
+use bridge_under_test::daemon::replace::START_LOCK;
 use bridge_under_test::daemon::oauth::SharedIssued;
 use bridge_under_test::emit;
 use bridge_under_test::events::kind;
@@ -42,6 +45,11 @@ pub enum DaemonFault {
     /// slow disk or a stuck lock. The CLI must give up on a launch that never becomes ready
     /// (and not leave it behind) and kill a stopped daemon that will not go.
     ProcessHang { at_ms: u64, for_ms: u64 },
+    /// At `at_ms` another CLI invocation takes the start lock and hangs holding it for `for_ms`
+    /// (suspended with ^Z, or blocked on a slow disk), then is killed: its lock file names a
+    /// dead pid from then on. While it lives, others wait for it and give up only after the
+    /// lock wait; once it is gone, the first that needs the lock must break it.
+    StaleLock { at_ms: u64, for_ms: u64 },
     /// The daemon keeps each connection open `hold_ms` after writing its response: a daemon
     /// (or a socket proxy) that ends connections lazily.
     KeepOpen { hold_ms: u64 },
@@ -86,6 +94,7 @@ pub const KINDS: &[&str] = &[
     "keep_open",
     "crossed_frames",
     "process_hang",
+    "stale_lock",
 ];
 
 /// The lifecycle operations a scenario places in time besides its invocations (a daemon crash
@@ -100,10 +109,11 @@ pub const DISRUPTIVE: &[&str] = &[
     "socket_reset",
     "crossed_frames",
     "process_hang",
+    "stale_lock",
 ];
 
 /// The kinds that hold for a window: `fault.injected` has a start and an end phase.
-pub const WINDOWED: &[&str] = &["daemon_stall", "crossed_frames", "process_hang"];
+pub const WINDOWED: &[&str] = &["daemon_stall", "crossed_frames", "process_hang", "stale_lock"];
 
 impl DaemonFault {
     /// The kind's name, as in [`KINDS`].
@@ -119,6 +129,7 @@ impl DaemonFault {
             Self::DaemonStall { .. } => "daemon_stall",
             Self::DaemonCrash { .. } => "daemon_crash",
             Self::ProcessHang { .. } => "process_hang",
+            Self::StaleLock { .. } => "stale_lock",
             Self::SocketReset { .. } => "socket_reset",
             Self::CallerDeadline { .. } => "caller_deadline",
             Self::TokenExpiry { .. } => "token_expiry",
@@ -134,7 +145,8 @@ impl DaemonFault {
         match self {
             Self::DaemonStall { at_ms, for_ms }
             | Self::CrossedFrames { at_ms, for_ms }
-            | Self::ProcessHang { at_ms, for_ms } => (*at_ms, Some(at_ms + for_ms)),
+            | Self::ProcessHang { at_ms, for_ms }
+            | Self::StaleLock { at_ms, for_ms } => (*at_ms, Some(at_ms + for_ms)),
             Self::DaemonCrash { at_ms }
             | Self::SocketReset { at_ms }
             | Self::ConfigEdit { at_ms }
@@ -152,6 +164,8 @@ pub struct Targets<'a> {
     pub cli: &'a SharedCliKnobs,
     pub machine: &'a Machine,
     pub tokens: &'a SharedIssued,
+    /// The pids of the hung CLIs `stale_lock` started and has not killed yet.
+    pub strays: &'a RefCell<Vec<u64>>,
 }
 
 /// Apply one phase of a fault, recording it.
@@ -189,6 +203,13 @@ pub fn apply(fault: &DaemonFault, phase: Phase, targets: &Targets<'_>) {
             daemon.hang = on;
             daemon.notify();
         }
+        DaemonFault::StaleLock { .. } if on => {
+            let pid = targets.machine.begin_cli();
+            // It takes the lock if nobody holds it; otherwise it hangs waiting and holds nothing.
+            targets.machine.try_lock(START_LOCK, pid);
+            targets.strays.borrow_mut().push(pid);
+        }
+        DaemonFault::StaleLock { .. } => end_strays(targets.machine, targets.strays),
         DaemonFault::KeepOpen { hold_ms } => lock(targets.daemon).hold_open_ms = *hold_ms,
         DaemonFault::CrossedFrames { .. } => lock(targets.daemon).crossed_frames = on,
         DaemonFault::DaemonCrash { .. } => {
@@ -224,8 +245,17 @@ pub fn apply(fault: &DaemonFault, phase: Phase, targets: &Targets<'_>) {
     }
 }
 
-/// Stop injecting: end a stall, a hang and crossed frames. Mock faults (and a lazily closing socket) stay: liveness must hold against a wedged server.
-pub fn heal(daemon: &SharedDaemonKnobs) {
+/// Kill the hung CLIs: the lock files they hold stay, naming dead pids.
+fn end_strays(machine: &Machine, strays: &RefCell<Vec<u64>>) {
+    for pid in strays.borrow_mut().drain(..) {
+        machine.end_cli(pid);
+    }
+}
+
+/// Stop injecting: end a stall, a hang, crossed frames and a hung CLI (its stale lock stays).
+/// Mock faults (and a lazily closing socket) stay: liveness must hold against a wedged server.
+pub fn heal(daemon: &SharedDaemonKnobs, machine: &Machine, strays: &RefCell<Vec<u64>>) {
+    end_strays(machine, strays);
     let mut daemon = lock(daemon);
     daemon.stall = false;
     daemon.hang = false;

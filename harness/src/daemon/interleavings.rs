@@ -18,6 +18,10 @@ pub struct Interleavings {
     pub swap_before_drain: bool,
     /// A later drain probe found another daemon: a peer swapped it during the drain.
     pub swap_mid_drain: bool,
+    /// A CLI broke a start lock that a killed CLI had left.
+    pub stale_lock_broken: bool,
+    /// An action gave up waiting for the start lock: refused before any probe or launch.
+    pub lock_wait_refused: bool,
 }
 
 impl Interleavings {
@@ -25,8 +29,23 @@ impl Interleavings {
     pub fn of(trace: &Trace) -> Self {
         let mut found = Self::default();
         let mut polls: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut last_step: BTreeMap<u64, &str> = BTreeMap::new();
         for event in &trace.events {
             let action = event.num("action");
+            match event.kind.as_str() {
+                kind::CLI_LOCK_BREAK => found.stale_lock_broken = true,
+                kind::CLI_DONE => {
+                    let waiting = matches!(
+                        last_step.get(&action),
+                        Some(&(kind::CLI_ACTION | kind::CLI_RESTART))
+                    );
+                    found.lock_wait_refused |= waiting && event.text("outcome") == "refused";
+                }
+                _ => {}
+            }
+            if lock_step(&event.kind) {
+                last_step.insert(action, event.kind.as_str());
+            }
             match event.kind.as_str() {
                 kind::CLI_PROBE => {
                     let n = polls.entry(action).or_default();
@@ -46,6 +65,21 @@ impl Interleavings {
         }
         found
     }
+}
+
+/// The CLI steps after which an action may be waiting for the start lock, and those that end
+/// such a wait.
+fn lock_step(kind: &str) -> bool {
+    matches!(
+        kind,
+        kind::CLI_ACTION
+            | kind::CLI_RESTART
+            | kind::CLI_PROBE
+            | kind::CLI_STOP
+            | kind::CLI_LAUNCH
+            | kind::CLI_REPLACE
+            | kind::CLI_SEND
+    )
 }
 
 /// Per-kind counts over many traces.

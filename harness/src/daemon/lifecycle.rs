@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 use bridge_under_test::daemon::config::{
     DRAIN_TIMEOUT_MS, POLL_MS, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS, STOP_WAIT_MS,
 };
-use bridge_under_test::events::kind;
+use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
 use super::checks::{action_of, Facts};
+use super::waits::LOCK_MS;
 use crate::check::capped;
 use crate::trace::{TraceEvent, Violation};
 
@@ -463,6 +464,113 @@ pub fn served_by_a_current_daemon(facts: &Facts<'_>) -> Vec<Violation> {
                 "action {action} (protocol {version}, config-{edition} when it started) was served by pid {pid}, which runs protocol {protocol} with config-{running}"
             );
             found.push(facts.violation("served_by_a_current_daemon", index, detail));
+        }
+    }
+    capped(found)
+}
+
+/// The start lock as the filesystem recorded it (`machine.lock`): who held it from when, and
+/// when a holder ended still holding it.
+#[derive(Debug, Default)]
+struct LockFile {
+    /// (holder pid, taken at, ended at), in order of taking.
+    spells: Vec<(u64, u64, Option<u64>)>,
+    /// When each holder ended while holding it.
+    orphaned: BTreeMap<u64, u64>,
+}
+
+impl LockFile {
+    fn of(facts: &Facts<'_>) -> Self {
+        let mut file = Self::default();
+        for (_, event) in facts.trace.of_kind(kind::MACHINE_LOCK) {
+            let holder = event.num("holder");
+            match event.text("op").as_str() {
+                "take" => file.spells.push((holder, event.at_ms, None)),
+                "orphan" => {
+                    file.orphaned.insert(holder, event.at_ms);
+                }
+                _ => {
+                    if let Some(spell) = file.spells.iter_mut().rev().find(|s| s.0 == holder) {
+                        spell.2.get_or_insert(event.at_ms);
+                    }
+                }
+            }
+        }
+        file
+    }
+
+    /// The holder at `at_ms`, if the lock was held then.
+    fn holder_at(&self, at_ms: u64) -> Option<u64> {
+        let held = |s: &&(u64, u64, Option<u64>)| s.1 <= at_ms && s.2.is_none_or(|end| end >= at_ms);
+        self.spells.iter().rev().find(held).map(|s| s.0)
+    }
+}
+
+/// Start-lock waits are justified, as the filesystem's record shows: a CLI removes a lock file
+/// only once the pid it names has ended (a CLI killed while holding it), never a running
+/// holder's; and an action that gives up on the lock (refused straight after it began or
+/// restarted, before any probe or launch) waited the whole lock wait first, for a holder that
+/// was still running. Giving up on a dead holder's lock fails every later invocation for good.
+pub fn lock_waits_justified(facts: &Facts<'_>) -> Vec<Violation> {
+    let file = LockFile::of(facts);
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::MACHINE_LOCK) {
+        let holder = event.num("holder");
+        let dead = file.orphaned.get(&holder).is_some_and(|at| *at <= event.at_ms);
+        if event.text("op") == "break" && !dead {
+            let detail = format!(
+                "the start lock of pid {holder} was removed at {} ms while pid {holder} was \
+                 still running",
+                event.at_ms
+            );
+            found.push(facts.violation("lock_waits_justified", index, detail));
+        }
+    }
+    let mut waiting: BTreeMap<u64, u64> = BTreeMap::new();
+    for (index, event) in facts.trace.events.iter().enumerate() {
+        if event.host != host::CLI {
+            continue;
+        }
+        let action = event.num("action");
+        match event.kind.as_str() {
+            kind::CLI_ACTION | kind::CLI_RESTART => {
+                waiting.insert(action, event.at_ms);
+            }
+            kind::CLI_DONE => {
+                let Some(from) = waiting.remove(&action) else {
+                    continue;
+                };
+                if event.text("outcome") != "refused" {
+                    continue;
+                }
+                let waited = event.at_ms.saturating_sub(from);
+                let holder = file.holder_at(event.at_ms);
+                let died = holder.and_then(|pid| file.orphaned.get(&pid).map(|at| (pid, *at)));
+                let problem = if waited + facts.slack_ms < LOCK_MS {
+                    Some(format!("after {waited} ms; the lock wait is {LOCK_MS} ms"))
+                } else if let Some((pid, at)) =
+                    died.filter(|(_, at)| at + POLL_MS + facts.slack_ms < event.at_ms)
+                {
+                    Some(format!(
+                        "held by pid {pid}, which had ended at {at} ms: a stale lock it should \
+                         have removed"
+                    ))
+                } else {
+                    None
+                };
+                if let Some(problem) = problem {
+                    let detail = format!(
+                        "action {action} gave up on the start lock at {} ms {problem}",
+                        event.at_ms
+                    );
+                    found.push(facts.violation("lock_waits_justified", index, detail));
+                }
+            }
+            kind::CLI_PROBE | kind::CLI_STOP | kind::CLI_LAUNCH | kind::CLI_REPLACE
+            | kind::CLI_SEND => {
+                waiting.remove(&action);
+            }
+            _ => {}
         }
     }
     capped(found)

@@ -6,7 +6,8 @@
 //! during a drain) happen often rather than by luck; [`super::interleavings`] counts them.
 
 use bridge_under_test::daemon::client::{Invocation, Method};
-use bridge_under_test::daemon::config::{PROTOCOL_VERSION, STOP_WAIT_MS};
+use bridge_under_test::daemon::config::{PROTOCOL_VERSION, READY_WAIT_MS, STOP_WAIT_MS};
+use bridge_under_test::daemon::replace::LOCK_WAIT_MS;
 use bridge_under_test::daemon::{DaemonBugs, Timing};
 use proptest::prelude::*;
 
@@ -107,6 +108,9 @@ fn operation(kind: &'static str, span_ms: u64, starts: Vec<u64>) -> BoxedStrateg
         "process_hang" => (at, prop_oneof![2 => 50u64..=STOP_WAIT_MS, 1 => STOP_WAIT_MS..=15_000])
             .prop_map(|(at_ms, for_ms)| DaemonFault::ProcessHang { at_ms, for_ms })
             .boxed(),
+        "stale_lock" => (at, prop_oneof![2 => 1u64..=2_000, 1 => READY_WAIT_MS..=LOCK_WAIT_MS + 10_000])
+            .prop_map(|(at_ms, for_ms)| DaemonFault::StaleLock { at_ms, for_ms })
+            .boxed(),
         _ => (200u64..=1_500)
             .prop_map(|delay_ms| DaemonFault::ApprovalDelay { delay_ms })
             .boxed(),
@@ -115,7 +119,8 @@ fn operation(kind: &'static str, span_ms: u64, starts: Vec<u64>) -> BoxedStrateg
 
 /// Which operations are on: config edits and peer starts usually; crashes, resets, stalls
 /// (transport failures whose restarts meet other clients mid-request and the lifecycle
-/// operations placed after them) and slow approvals now and then.
+/// operations placed after them), hung daemons and CLIs (a stale start lock) and slow approvals
+/// now and then.
 fn profile() -> impl Strategy<Value = Vec<&'static str>> {
     (
         prop::bool::weighted(0.8),
@@ -125,8 +130,9 @@ fn profile() -> impl Strategy<Value = Vec<&'static str>> {
         prop::bool::weighted(0.2),
         prop::bool::weighted(0.2),
         prop::bool::weighted(0.3),
+        prop::bool::weighted(0.25),
     )
-        .prop_map(|(edit, peer, crash, approval, reset, stall, hang)| {
+        .prop_map(|(edit, peer, crash, approval, reset, stall, hang, stale)| {
             let kinds = [
                 ("config_edit", edit),
                 ("peer_start", peer),
@@ -135,6 +141,7 @@ fn profile() -> impl Strategy<Value = Vec<&'static str>> {
                 ("socket_reset", reset),
                 ("daemon_stall", stall),
                 ("process_hang", hang),
+                ("stale_lock", stale),
             ];
             kinds
                 .into_iter()

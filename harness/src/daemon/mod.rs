@@ -95,6 +95,7 @@ pub struct Driver {
     cli: SharedCliKnobs,
     machine: Rc<Machine>,
     tokens: oauth::SharedIssued,
+    strays: std::cell::RefCell<Vec<u64>>,
 }
 
 impl Driver {
@@ -146,6 +147,7 @@ impl Driver {
             cli: cli_knobs,
             machine,
             tokens,
+            strays: Default::default(),
         }
     }
 }
@@ -180,6 +182,7 @@ impl family::Driver for Driver {
             cli: &self.cli,
             machine: &self.machine,
             tokens: &self.tokens,
+            strays: &self.strays,
         };
         faults::apply(
             &self.scenario.faults[scheduled.fault],
@@ -189,7 +192,7 @@ impl family::Driver for Driver {
     }
 
     fn heal(&self, _sim: &mut turmoil::Sim<'_>) {
-        faults::heal(&self.daemon);
+        faults::heal(&self.daemon, &self.machine, &self.strays);
     }
 }
 

@@ -168,6 +168,13 @@ fn workload(timing: Timing) -> impl Strategy<Value = Vec<Invocation>> {
     })
 }
 
+/// An onset up to 200 ms before one of the invocations' starts.
+fn just_before(anchors: &[u64]) -> BoxedStrategy<u64> {
+    (prop::sample::select(anchors.to_vec()), 0..=200u64)
+        .prop_map(|(start, ahead)| start.saturating_sub(ahead))
+        .boxed()
+}
+
 fn fault(
     kind: &'static str,
     timing: &Timing,
@@ -226,15 +233,26 @@ fn fault(
         // killed), and longer than the ready wait (a launch that never becomes ready). Half
         // the onsets come just before an invocation, so its launch meets the hang.
         "process_hang" => {
-            let before = (prop::sample::select(anchors), 0..=200u64)
-                .prop_map(|(start, ahead)| start.saturating_sub(ahead));
             let for_ms = prop_oneof![
                 1 => 50..=STOP_WAIT_MS,
                 1 => STOP_WAIT_MS..=READY_WAIT_MS,
                 1 => READY_WAIT_MS..=30_000,
             ];
-            (prop_oneof![at.clone(), before.boxed()], for_ms)
+            (prop_oneof![at.clone(), just_before(&anchors)], for_ms)
                 .prop_map(|(at_ms, for_ms)| DaemonFault::ProcessHang { at_ms, for_ms })
+                .boxed()
+        }
+        // A CLI killed at once holding the start lock (a plain stale lock), one hung past a
+        // launch's ready wait, and one hung past the lock wait, so others give up on it. Half
+        // the onsets come just before an invocation, whose launch meets the lock.
+        "stale_lock" => {
+            let for_ms = prop_oneof![
+                2 => 1..=2_000u64,
+                1 => READY_WAIT_MS..=30_000,
+                1 => LOCK_WAIT_MS + 1_000..=LOCK_WAIT_MS + 10_000,
+            ];
+            (prop_oneof![at.clone(), just_before(&anchors)], for_ms)
+                .prop_map(|(at_ms, for_ms)| DaemonFault::StaleLock { at_ms, for_ms })
                 .boxed()
         }
         "socket_reset" => at

@@ -25,7 +25,7 @@ const STOP_MS: u64 = 5_000;
 /// MODEL.md §2.3: the wait after a launch.
 const READY_MS: u64 = 10_000;
 /// How long a client may wait for the start lock: its holder drains, stops and launches.
-const LOCK_MS: u64 = DRAIN_MS + STOP_MS + READY_MS + 3 * STATUS_MS;
+pub(super) const LOCK_MS: u64 = DRAIN_MS + STOP_MS + READY_MS + 3 * STATUS_MS;
 
 /// The budget of one attempt's socket as the CLI must keep it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

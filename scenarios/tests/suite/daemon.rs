@@ -447,3 +447,28 @@ fn a_hung_daemon_is_killed_and_leaves_no_metadata() {
     assert_eq!(settled.text("metadata"), settled.text("live"), "the metadata names the live daemon");
     assert!(!events(&outcome, kind::DAEMON_START).iter().any(|e| e.num("pid") == 2));
 }
+
+// Goal: a start lock left by a killed CLI does not fail every later invocation (MODEL.md §2.4
+// "starting happens under a lock file"; ORACLES.md §1, §3). Method: replay the case the new
+// `stale_lock` fault found in the default CLI (seed 2026, case 17, token
+// v1.daemon.none.0fa78ab98df581d4, shrunk): another CLI takes the start lock at 370 ms, hangs
+// 10 s and is killed holding it, while action 1 needs the lock to launch the first daemon.
+// The CLI waited out the whole lock wait and refused, and would have refused every later launch
+// too (`lock_waits_justified`: "gave up on the start lock at 78370 ms held by pid 1001, which
+// had ended at 10630 ms"). Now a lock file that names a pid no longer running is removed by the
+// first CLI that needs it. This test fails with that fix reverted.
+#[test]
+fn a_stale_start_lock_is_broken_once_its_holder_is_gone() {
+    let outcome = race("stale_lock_never_broken");
+    assert_eq!(outcome.violations, vec![]);
+    let broken = events(&outcome, kind::CLI_LOCK_BREAK);
+    assert_eq!(broken.len(), 1, "the stale lock is broken once");
+    assert_eq!(broken[0].num("holder"), 1001);
+    let orphaned = events(&outcome, kind::MACHINE_LOCK)
+        .into_iter()
+        .find(|e| e.text("op") == "orphan")
+        .expect("the hung CLI is killed holding the lock");
+    assert!(broken[0].at_ms <= orphaned.at_ms + 100, "broken within a poll of its holder's end");
+    let done = events(&outcome, kind::CLI_DONE);
+    assert_eq!(done.iter().map(|e| e.text("outcome")).collect::<Vec<_>>(), ["ok"]);
+}
