@@ -135,6 +135,16 @@ pub fn crossed_frames() -> Scenario {
     )
 }
 
+/// Two `callTool`s 1 s apart against a daemon that keeps each connection open 5 s after its
+/// response: each must settle on its response, not on the connection's end.
+pub fn kept_open() -> Scenario {
+    let invocations = vec![
+        invoke(0, Method::CallTool { work_ms: 50 }, Some(400)),
+        invoke(1_000, Method::CallTool { work_ms: 50 }, Some(400)),
+    ];
+    daemon(23, Timing::default(), 1, invocations, vec![DaemonFault::KeepOpen { hold_ms: 5_000 }])
+}
+
 /// Cursors `page-2, page-3, page-2`: the listing ends with a repeated-cursor error after
 /// exactly three requests.
 pub fn repeated_cursor() -> Scenario {

@@ -285,9 +285,13 @@ impl Bridge {
                 // request (a request it then refuses as uninitialized is sent again after a new
                 // `initialize`).
                 0 => break,
-                // Refused for good: go on, so owed requests meet the same refusal and are
-                // answered.
-                _ => return true,
+                // Refused for good (401/403, or 429/5xx after the retries): nothing goes to a
+                // session that is not initialized. A request sent anyway could come back "not
+                // initialized" after later ones were accepted, and be sent again behind them.
+                status => {
+                    self.reject_unaccepted(status, attempt + 1);
+                    return false;
+                }
             }
         }
         // Read now, not before the `initialize`: the client's note may have come meanwhile.
@@ -358,8 +362,11 @@ impl Bridge {
 
     /// POST one in-flight request, re-checking just before each attempt that it is still owed.
     async fn post_request(self: &Rc<Self>, gen: u64, key: &str) {
+        // The request this send is for: answered during a backoff, its id may already name the
+        // client's next request, which must wait its own turn.
+        let Some(seq) = self.state.borrow().inflight.get(key).map(|entry| entry.seq) else { return };
         for attempt in 0..=self.config.post_retries {
-            let Some((body, header_key, id, path)) = self.claim(gen, key, attempt) else { return };
+            let Some((body, header_key, id, path)) = self.claim(gen, key, seq, attempt) else { return };
             let status = self.post(&path, header_key.as_deref(), body).await;
             emit!(kind::POST_STATUS, id = %id, status, attempt);
             match status {
@@ -386,16 +393,16 @@ impl Bridge {
         self.state.borrow().inflight.get(key).is_some_and(|entry| entry.accepted)
     }
 
-    /// Mark the request as posted to `gen` and return what to send, or `None` if it is no
+    /// Mark request `seq` as posted to `gen` and return what to send, or `None` if it is no
     /// longer in flight or the session changed.
-    fn claim(&self, gen: u64, key: &str, attempt: u32) -> Option<(String, Option<String>, Value, String)> {
+    fn claim(&self, gen: u64, key: &str, seq: u64, attempt: u32) -> Option<(String, Option<String>, Value, String)> {
         let mut state = self.state.borrow_mut();
         if state.gen != gen {
             return None;
         }
         let path = state.session.clone()?;
         let bugs = self.config.bugs;
-        let entry = state.inflight.get_mut(key)?;
+        let entry = state.inflight.get_mut(key).filter(|entry| entry.seq == seq)?;
         let replay = entry.posted_gen.is_some_and(|posted| posted != gen);
         if replay && bugs.refresh_deadline_on_replay {
             entry.started_at = seam::now();
@@ -419,6 +426,28 @@ impl Bridge {
     async fn post(&self, path: &str, key: Option<&str>, body: String) -> u16 {
         let target = (self.config.relayer.as_str(), RELAYER_PORT);
         http::post_json(target, path, &self.config.token, key, body).await.unwrap_or(0)
+    }
+
+    /// The session's `initialize` was refused for good: answer every request the relayer has
+    /// not accepted with that refusal, saying whether it was ever sent. A request the relayer
+    /// accepted stays owed (its work may run: it is replayed or closed out honestly), and the
+    /// notifications stay in the outbox for the next session. A later request asks again.
+    fn reject_unaccepted(&self, status: u16, attempts: u32) {
+        let waiting: Vec<(String, bool)> = {
+            let state = self.state.borrow();
+            let unaccepted = state.inflight.iter().filter(|(_, entry)| !entry.accepted);
+            unaccepted.map(|(key, entry)| (key.clone(), entry.posted_gen.is_some())).collect()
+        };
+        let refusal = rejection_text(status, attempts);
+        for (key, sent) in waiting {
+            let what = if sent {
+                "the relayer never confirmed receiving the request. If it arrived it may run: check \
+                 its effect before retrying a write."
+            } else {
+                "the request was never sent to the relayer."
+            };
+            self.reject(&key, &format!("the session's initialize failed: {refusal}; {what}"));
+        }
     }
 
     /// Answer a request the relayer definitively refused, naming the cause.

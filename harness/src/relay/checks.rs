@@ -303,16 +303,24 @@ pub fn at_most_once_execution(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
+/// What an ending says when the session's `initialize` was refused for good and took the requests
+/// waiting on it along.
+pub const INIT_FAILED: &str = "the session's initialize failed";
+
 /// Errors the bridge writes say what happened: a close-out never blames a healthy relayer, never
 /// invites a blind retry, and warns the work may have run (or says it was never sent); a
-/// rejection names the HTTP status.
+/// rejection names the HTTP status (the `initialize`'s, when that refusal ended it).
 pub fn truthful_errors(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut last_status: BTreeMap<String, u64> = BTreeMap::new();
+    let mut last_init_status = 0;
     for (index, event) in facts.bridge_events() {
         let id = event.text("id");
         match event.kind.as_str() {
             kind::POST_STATUS => {
+                if id.contains("relay-init-") {
+                    last_init_status = event.num("status");
+                }
                 last_status.insert(id, event.num("status"));
             }
             kind::CALL_CLOSED_OUT => {
@@ -332,8 +340,9 @@ pub fn truthful_errors(facts: &Facts<'_>) -> Vec<Violation> {
                 }
             }
             kind::CALL_REPLY if event.text("source") == "rejected" => {
-                let status = last_status.get(&id).copied().unwrap_or(0);
                 let Some(text) = facts.client_reply_after(index, &id).and_then(|a| error_text(&a.msg)) else { continue };
+                // Refused with the session's `initialize`: its status is the one to name.
+                let status = if text.contains(INIT_FAILED) { last_init_status } else { last_status.get(&id).copied().unwrap_or(0) };
                 let named = if status == 0 { text.contains("network") } else { text.contains(&format!("HTTP {status}")) };
                 if !named {
                     let detail = format!("rejection of id {id} after HTTP {status} says {text:?}");

@@ -1219,6 +1219,34 @@ fn reconnect_discipline_flags_a_storm_of_short_streams() {
     assert_clean(&run(reconnect_discipline, long));
 }
 
+// Once a stream that lived 2 s has reset the bridge's count, a short stream allows at most
+// backoff(0) = 500 ms before the next one (slack 10, a connect 100); a stream that ends while the
+// client keeps stdin open is followed by another.
+#[test]
+fn reconnect_discipline_flags_a_late_reconnect_and_none_at_all() {
+    let streams = |next_ms: u64| {
+        vec![
+            std_spec(),
+            stream_open(0, "s1"),
+            stream_close(5_000, "s1"),
+            stream_open(5_050, "s2"),
+            stream_close(5_100, "s2"),
+            stream_open(next_ms, "s3"), // 5
+            eof(9_000),
+        ]
+    };
+    assert_clean(&run(reconnect_discipline, streams(5_650)));
+    assert_one(&run(reconnect_discipline, streams(5_800)), "reconnect_discipline", 5, "at most 500 ms");
+    // Before any stream lived 2 s, connects may have failed unseen: no upper bound yet.
+    let unknown = vec![std_spec(), stream_open(0, "s1"), stream_close(100, "s1"), stream_open(3_000, "s2")];
+    assert_clean(&run(reconnect_discipline, unknown));
+    let none = vec![std_spec(), stream_open(0, "s1"), stream_close(5_000, "s1"), eof(9_000)];
+    assert_one(&run(reconnect_discipline, none), "reconnect_discipline", 3, "no stream followed stream s1");
+    // The client closing stdin first owes nothing.
+    let closed = vec![std_spec(), stream_open(0, "s1"), eof(4_000), stream_close(4_010, "s1")];
+    assert_clean(&run(reconnect_discipline, closed));
+}
+
 #[test]
 fn quiescence_holds_the_report_against_the_observations() {
     let report = |inflight: u64, tasks: &str| bridge(9_000, kind::BRIDGE_REPORT, &[
@@ -1398,6 +1426,27 @@ fn truthful_endings_flags_unreachable_when_the_relayer_had_accepted() {
     let mut events = accepted_call();
     events.push(recv(20, &tool_result(json!(1), "the relayer could not be reached", true))); // 5
     assert_one(&run(outcome_checks::truthful_endings, events), "truthful_endings", 5, "the relayer had accepted it");
+}
+
+// A request the refused `initialize` took along names the initialize's status and, never sent,
+// says so; "never sent" of a request the relayer received is a lie.
+#[test]
+fn truthful_endings_holds_an_initialize_refusal_to_the_initialize() {
+    let refused = |status: u64, text: &str| {
+        vec![
+            std_spec(),
+            r_open(0, "s1"),
+            send(10, &call(json!(1), "a1")),
+            r_post(20, "s1", "relay-init-1", "initialize", "", status),
+            recv(30, &tool_result(json!(1), text, true)), // 4
+        ]
+    };
+    let text = "the session's initialize failed: the relayer rejected the credentials (HTTP 401): check the account's token; the request was never sent to the relayer.";
+    assert_clean(&run(outcome_checks::truthful_endings, refused(401, text)));
+    assert_one(&run(outcome_checks::truthful_endings, refused(503, text)), "truthful_endings", 4, "answered its last POST otherwise");
+    let mut sent = accepted_call();
+    sent.push(recv(20, &tool_result(json!(1), "no reply within 1000 ms: the request was never sent to the relayer.", true))); // 5
+    assert_one(&run(outcome_checks::truthful_endings, sent), "truthful_endings", 5, "received a POST of it");
 }
 
 #[test]
@@ -1838,8 +1887,14 @@ fn post_retries_paces_every_retry_and_sends_each_one() {
     let mut moved = posts(&[(100, 429)]);
     moved.push(stream_open(200, "s2"));
     assert_clean(&run(retry_checks::post_retries, moved));
-    // A refusal for good (401) owes no retry.
+    // A refusal for good (401) owes no retry, and gets none.
     assert_clean(&run(retry_checks::post_retries, posts(&[(100, 401)])));
+    assert_one(&run(retry_checks::post_retries, posts(&[(100, 401), (400, 401)])), "post_retries", 3, "refused it for good (HTTP 401)");
+    // A new initialize because the client wrote again is no retry.
+    let mut asked = posts(&[(100, 401)]);
+    asked.push(send(200, &call(json!(1), "a1")));
+    asked.push(http_post(400, init, init, "initialize", "", 202));
+    assert_clean(&run(retry_checks::post_retries, asked));
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
-use super::checks::{error_text, Facts, Request};
+use super::checks::{error_text, Facts, Request, INIT_FAILED};
 use super::wire;
 use super::story::{same_reply, Sent, Story};
 use crate::check::{capped, message};
@@ -19,6 +19,14 @@ pub const POST_RETRIES: usize = 2;
 pub const RETRY_BASE_MS: u64 = 250;
 /// A stream that lives less than this "ends soon after it opens".
 pub const SHORT_STREAM_MS: u64 = 1_000;
+/// A stream that lives this long counts as a success: the bridge's next connect is immediate
+/// (ARCHITECTURE.md, the relay bridge's behaviour: a stream that ends within 2 s of opening
+/// is a failed attempt).
+const STABLE_STREAM_MS: u64 = 2_000;
+/// From a connect to the relayer's `stream.open`: a TCP and an HTTP round trip.
+const CONNECT_MS: u64 = 100;
+/// Faults under which a connect can fail without the relayer seeing it.
+const UNSEEN_CONNECT_FAULTS: &[&str] = &["relayer_bounce", "link_hold"];
 /// How long the bridge remembers a closed-out id (`closed_out_retention_ms`, MODEL.md §1.4's
 /// bounded retention window).
 pub const CLOSED_OUT_RETENTION_MS: u64 = 600_000;
@@ -187,7 +195,13 @@ pub fn truthful_endings(facts: &Facts<'_>) -> Vec<Violation> {
         let Some(text) = error_text(&answer.msg) else { continue };
         let accepted_before = story.posts.iter().any(|p| p.status == 202 && p.at_ms <= answer.at_ms + facts.slack_ms);
         let accepted_ever = story.posts.iter().any(|p| p.status == 202);
-        let last_status = story.posts.iter().rfind(|p| p.at_ms <= answer.at_ms + facts.slack_ms).map(|p| p.status);
+        // An ending that names the session's `initialize` names that POST's status.
+        let last_status = if text.contains(INIT_FAILED) {
+            let mut inits = facts.stories.all_posts.iter().filter(|p| p.4 == "initialize" && p.1 <= answer.at_ms + facts.slack_ms);
+            inits.next_back().map(|p| if facts.stories.reset_after_admit.contains(&p.0) { 0 } else { p.5 })
+        } else {
+            story.posts.iter().rfind(|p| p.at_ms <= answer.at_ms + facts.slack_ms).map(|p| p.status)
+        };
         let mut lies = Vec::new();
         if text.contains("reply was lost") && !accepted_before {
             lies.push("the relayer never received it");
@@ -199,6 +213,9 @@ pub fn truthful_endings(facts: &Facts<'_>) -> Vec<Violation> {
             if last_status != Some(status) {
                 lies.push("the relayer answered its last POST otherwise");
             }
+        }
+        if text.contains("never sent") && !story.posts.is_empty() {
+            lies.push("the relayer received a POST of it");
         }
         if text.contains("could not be reached") && accepted_before {
             lies.push("the relayer had accepted it");
@@ -518,34 +535,70 @@ pub fn sessions_initialized(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// Reconnect discipline as the relayer sees it: after `k` consecutive streams that each ended
+/// Reconnect discipline as the relayer sees it. After `k` consecutive streams that each ended
 /// within `SHORT_STREAM_MS` of opening, the next stream opens no sooner than `backoff(k-1)`
 /// after the last one ended, so a relayer that keeps accepting and dropping streams never sees
-/// a reconnect storm.
+/// a reconnect storm. And it opens no later than the longest backoff the streams allow: none
+/// after a stream that lived `STABLE_STREAM_MS` (the bridge reconnects at once), `backoff(j-1)`
+/// after `j` consecutive streams that may each have counted as failed. A stream that ended
+/// while the client still had stdin open is followed by another within that bound: a bridge
+/// that stops reconnecting leaves every later request without a session. A connect can fail
+/// unseen (before the relayer first listens, while it is down, while the link is held), so
+/// lateness is judged only once a stream that lived `STABLE_STREAM_MS` has reset the bridge's
+/// count since then.
 pub fn reconnect_discipline(facts: &Facts<'_>) -> Vec<Violation> {
-    let mut short = 0u64;
-    let mut last_close: Option<u64> = None;
+    let (mut short, mut maybe_short) = (0u64, 0u64);
+    let mut counted = false;
     let mut found = Vec::new();
     let streams = &facts.stories.streams;
-    for stream in streams {
-        if let (Some(closed), true) = (last_close, short > 0) {
-            let wait = backoff_ms(short - 1);
-            let waited = stream.opened_ms.saturating_sub(closed);
-            if waited + facts.slack_ms < wait {
-                let index = facts.trace.events.iter().position(|e| e.kind == kind::STREAM_OPEN && e.text("session") == stream.session);
-                let detail = format!("stream {} opened {waited} ms after {short} short-lived streams; the backoff is {wait} ms", stream.session);
-                found.push(facts.violation("reconnect_discipline", index.unwrap_or(0), detail));
-            }
-        }
+    let eof = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at);
+    let open_index = |session: &str| {
+        let open = facts.trace.events.iter().position(|e| e.kind == kind::STREAM_OPEN && e.text("session") == session);
+        open.unwrap_or(0)
+    };
+    for (n, stream) in streams.iter().enumerate() {
         // The bridge may learn of a close only when a stall or link hold lets the bytes through
         // (the stream lived longer for the bridge): shortness counts from then, the wait from
         // the close itself (the bridge cannot have started waiting earlier).
-        let seen_close = stream.closed_ms.map(|closed| facts.stories.released_ms(&stream.session, closed, facts.slack_ms));
-        match seen_close {
-            Some(closed) if closed < stream.opened_ms + SHORT_STREAM_MS => short += 1,
-            _ => short = 0,
+        let Some(closed) = stream.closed_ms else { break };
+        let seen = facts.stories.released_ms(&stream.session, closed, facts.slack_ms);
+        let lived = seen.saturating_sub(stream.opened_ms);
+        short = if lived < SHORT_STREAM_MS { short + 1 } else { 0 };
+        // For the longest wait, the shortest life the bridge may have seen.
+        let lived_at_least = closed.saturating_sub(stream.opened_ms);
+        maybe_short = if lived_at_least < STABLE_STREAM_MS + facts.slack_ms { maybe_short + 1 } else { 0 };
+        counted |= maybe_short == 0;
+        let next = streams.get(n + 1);
+        if let Some(next) = next.filter(|_| short > 0) {
+            let (wait, waited) = (backoff_ms(short - 1), next.opened_ms.saturating_sub(closed));
+            if waited + facts.slack_ms < wait {
+                let detail = format!("stream {} opened {waited} ms after {short} short-lived streams; the backoff is {wait} ms", next.session);
+                found.push(facts.violation("reconnect_discipline", open_index(&next.session), detail));
+            }
         }
-        last_close = stream.closed_ms;
+        let longest = if maybe_short > 0 { backoff_ms(maybe_short - 1) } else { 0 };
+        let due = seen + longest + 2 * facts.slack_ms + CONNECT_MS;
+        let opened = next.map_or(u64::MAX, |s| s.opened_ms);
+        let unseen = facts.stories.global_faults.iter().any(|(name, start, end)| {
+            UNSEEN_CONNECT_FAULTS.contains(&name.as_str()) && *start <= due.min(opened) && end + CONNECT_MS >= stream.opened_ms
+        });
+        if unseen {
+            counted = false;
+        }
+        if opened <= due || due >= eof || !counted {
+            continue;
+        }
+        let detail = match next {
+            Some(next) => format!(
+                "stream {} opened {} ms after stream {} ended; after {maybe_short} streams that may have failed the backoff is at most {longest} ms",
+                next.session,
+                next.opened_ms - seen,
+                stream.session
+            ),
+            None => format!("no stream followed stream {}, which ended at {closed} ms, although the client kept stdin open until {eof} ms", stream.session),
+        };
+        let index = next.map_or_else(|| facts.trace.events.len().saturating_sub(1), |s| open_index(&s.session));
+        found.push(facts.violation("reconnect_discipline", index, detail));
     }
     capped(found)
 }

@@ -1,9 +1,12 @@
 //! The relay checker about POST retries, as the relayer sees them. A transient refusal (429,
 //! 5xx, or a connection reset before the relayer served it: status 0 in its log) of a message is sent again, after the bridge's backoff, while its session lives and the
 //! message is still wanted: a relayer shedding load never sees a retry storm, and a short
-//! refusal never turns into a lost `initialize`, notification or call.
+//! refusal never turns into a lost `initialize`, notification or call. A refusal for good (a
+//! 4xx other than 404, which ends a session, and 429) is never retried.
 
 use std::collections::BTreeMap;
+
+use bridge_under_test::events::{host, kind};
 
 use super::checks::Facts;
 use super::outcome_checks::{POST_RETRIES, RETRY_BASE_MS};
@@ -33,13 +36,41 @@ struct Streak {
 /// refusal in a row (k ≤ `POST_RETRIES`) the next POST of that message comes no sooner than
 /// `250·2^(k-1)` ms later, and it does come, unless the session ended (the relayer closed it or
 /// the bridge opened another), the client already read the request's answer or closed stdin,
-/// or the run ended first.
+/// or the run ended first. A message refused for good (401, 403, any 4xx but 404 and 429) is
+/// not retried: the next POST on its session within the retry schedule is not that message
+/// again (the bridge's own `initialize` as much as a client's call), unless the client wrote
+/// something meanwhile (which needs the session initialized anew: no retry).
 pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
     let stories = &facts.stories;
     let mut found = Vec::new();
-    let mut streaks: BTreeMap<(&str, &str, &str), Streak> = BTreeMap::new();
+    let mut streaks: BTreeMap<(&str, &str, &str, String), Streak> = BTreeMap::new();
+    let mut last_on: BTreeMap<&str, (&str, &str, u64, u64, usize)> = BTreeMap::new();
+    let schedule_ms: u64 = (1..=POST_RETRIES).map(wait_ms).sum::<u64>() + facts.slack_ms;
+    let client_writes: Vec<u64> = facts
+        .trace
+        .events
+        .iter()
+        .filter(|e| e.host == host::CLIENT && e.kind == kind::MCP_SEND)
+        .map(|e| e.at_ms)
+        .collect();
     for (index, at_ms, session, id, method, status) in &stories.all_posts {
-        let key = (session.as_str(), id.as_str(), method.as_str());
+        let previous = last_on.insert(session.as_str(), (id.as_str(), method.as_str(), *at_ms, *status, *index));
+        if let Some((last_id, last_method, refused_ms, refused, refused_index)) = previous {
+            // A reset connection hid the refusal: the bridge read a network error, and retries.
+            let read = !stories.reset_after_admit.contains(&refused_index);
+            let for_good = read && (400..=499).contains(&refused) && !matches!(refused, 404 | 429);
+            let again = (last_id, last_method) == (id.as_str(), method.as_str());
+            let asked_anew = client_writes.iter().any(|w| w + facts.slack_ms >= refused_ms && w <= at_ms);
+            if for_good && again && !asked_anew && at_ms - refused_ms <= schedule_ms {
+                let detail = format!(
+                    "{method} {id} was retried at {at_ms} ms, after the relayer refused it for good (HTTP {refused}) at {refused_ms} ms"
+                );
+                found.push(facts.violation("post_retries", *index, detail));
+            }
+        }
+        // A notification is told apart from the next one of its method by the client's step.
+        let note = facts.trace.events[*index].text("note");
+        let key = (session.as_str(), id.as_str(), method.as_str(), note);
         let previous = streaks.remove(&key);
         if let Some(streak) = &previous {
             let (waited, wait) = (at_ms - streak.at_ms, wait_ms(streak.refusals));
@@ -51,6 +82,8 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
                 found.push(facts.violation("post_retries", *index, detail));
             }
         }
+        // A connection reset after the relayer answered: the bridge read a network error.
+        let status = if stories.reset_after_admit.contains(index) { &0 } else { status };
         if !matches!(status, 0 | 429 | 500..=599) {
             continue;
         }
@@ -67,7 +100,7 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
         .flat_map(|(n, story)| story.posts.iter().map(move |post| (post.index, n)))
         .collect();
     let eof = stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
-    for ((session, id, method), streak) in streaks {
+    for ((session, id, method, _), streak) in streaks {
         let due = streak.at_ms + wait_ms(streak.refusals) + facts.slack_ms;
         let session_ended = stories.streams.iter().any(|stream| {
             (stream.session == session && stream.closed_ms.is_some_and(|closed| closed <= due))

@@ -8,7 +8,6 @@ use bridge_under_test::events::kind;
 use harness::runner::run;
 use harness::scenario::Family;
 use harness::trace::{Outcome, TraceEvent};
-use crate::assert_broken;
 use scenarios::daemon;
 
 fn snapshot(name: &str, outcome: &Outcome) {
@@ -58,11 +57,6 @@ fn oauth_wait_and_delayed_pages_resolve_once() {
         .count();
     assert_eq!(delayed, 3, "all three pages were late");
     snapshot("daemon_oauth_then_delayed_pages", &outcome);
-    assert_broken(
-        daemon::oauth_then_delayed_pages(),
-        "no_progress_frames",
-        "no_early_timeout",
-    );
 }
 
 // Goal: a deadline shorter than the work is carried by frames. Method: 120 ms deadline, the
@@ -79,16 +73,6 @@ fn short_deadline_with_long_work_succeeds() {
         "frames carried the call"
     );
     snapshot("daemon_short_deadline_long_work", &outcome);
-    assert_broken(
-        daemon::short_deadline_long_work(),
-        "cadence_floor",
-        "no_early_timeout",
-    );
-    assert_broken(
-        daemon::short_deadline_long_work(),
-        "late_first_frame",
-        "no_early_timeout",
-    );
 }
 
 // Goal: with a 30 ms deadline the first frame arrives before any 10 ms interval elapses.
@@ -105,11 +89,6 @@ fn tiny_deadline_sees_its_first_frame_at_once() {
         first - sent
     );
     snapshot("daemon_tiny_deadline", &outcome);
-    assert_broken(
-        daemon::tiny_deadline(),
-        "late_first_frame",
-        "no_early_timeout",
-    );
 }
 
 // Goal: a daemon that stops sending frames trips the caller's deadline. Method: the event loop
@@ -139,11 +118,6 @@ fn silent_daemon_trips_the_deadline() {
         "restarted and retried once"
     );
     snapshot("daemon_stalled_daemon", &outcome);
-    assert_broken(
-        daemon::stalled_daemon(),
-        "fixed_phase_socket_budget",
-        "silent_daemon_detected",
-    );
 }
 
 // Goal: cursors page-2, page-3, page-2 end the listing with a repeated-cursor error after
@@ -159,7 +133,6 @@ fn repeated_cursor_ends_the_listing() {
         .count();
     assert_eq!(pages, 3, "exactly three tools/list requests");
     snapshot("daemon_repeated_cursor", &outcome);
-    assert_broken(daemon::repeated_cursor(), "no_cursor_guard", "listing_ends");
 }
 
 // Goal: frames carrying another request's id re-arm nothing (MODEL.md §2.4 "each progress
@@ -190,28 +163,38 @@ fn crossed_frames_cross_and_rearm_nothing() {
     assert_eq!(done(&outcome), ("ok".to_string(), 2), "restarted and retried once");
 }
 
+/// The fixed-phase methods a wedged server is tried with.
+fn wedged_methods() -> [(&'static str, Method); 3] {
+    [
+        ("tools/call", Method::CallTool { work_ms: 10 }),
+        ("resources/list", Method::ListResources),
+        ("resources/read", Method::ReadResource),
+    ]
+}
+
+// Goal: a connection the daemon keeps open after its response holds nothing up (MODEL.md §2.4
+// "the response frame settles the request"), and the fault really keeps it open.
+#[test]
+fn a_connection_kept_open_settles_on_the_response() {
+    let outcome = run(&daemon::kept_open());
+    assert_eq!(outcome.violations, vec![]);
+    let held = events(&outcome, kind::FAULT_FIRED).into_iter().filter(|e| e.text("fault") == "keep_open").count();
+    assert_eq!(held, 3, "the daemon kept both calls' connections open, and the end-of-run status's");
+    let read = events(&outcome, kind::CLI_REPLY);
+    assert_eq!(read.len(), 2);
+    for read in read {
+        let id = read.text("id");
+        let written = events(&outcome, kind::DAEMON_REPLY).into_iter().find(|e| e.text("id") == id).expect("the daemon's response");
+        assert!(read.at_ms <= written.at_ms + 100, "{id} settled at {} ms on a response written at {} ms", read.at_ms, written.at_ms);
+    }
+}
+
 // Goal: fixed-phase methods against a server that accepts and never answers end with
 // `operation_timeout` at the ceiling (2 000 + 500 ms), not never.
 #[test]
 fn wedged_server_ends_at_the_ceiling() {
-    let cases = [
-        (
-            "tools/call",
-            Method::CallTool { work_ms: 10 },
-            "daemon_wedged_call_tool",
-        ),
-        (
-            "resources/list",
-            Method::ListResources,
-            "daemon_wedged_list_resources",
-        ),
-        (
-            "resources/read",
-            Method::ReadResource,
-            "daemon_wedged_read_resource",
-        ),
-    ];
-    for (method, invocation, name) in cases {
+    let names = ["daemon_wedged_call_tool", "daemon_wedged_list_resources", "daemon_wedged_read_resource"];
+    for ((method, invocation), name) in wedged_methods().into_iter().zip(names) {
         let outcome = run(&daemon::wedged(method, invocation.clone()));
         assert_eq!(outcome.violations, vec![], "{method}");
         assert_eq!(
@@ -232,11 +215,6 @@ fn wedged_server_ends_at_the_ceiling() {
             "{method}: final, no restart"
         );
         snapshot(name, &outcome);
-        assert_broken(
-            daemon::wedged(method, invocation),
-            "no_operation_ceiling",
-            "bounded_latency",
-        );
     }
 }
 
@@ -247,11 +225,6 @@ fn slow_approval_within_the_oauth_bound_succeeds() {
     assert_eq!(outcome.violations, vec![]);
     assert_eq!(done(&outcome), ("ok".to_string(), 1));
     snapshot("daemon_slow_approval", &outcome);
-    assert_broken(
-        daemon::slow_approval(),
-        "sdk_default_timeout",
-        "no_early_timeout",
-    );
 }
 
 // Goal: an OAuth wait that expires is final: one prompt, no restart, no second flow.
@@ -263,11 +236,6 @@ fn expired_oauth_wait_is_final() {
     assert_eq!(count(&outcome, kind::BROWSER_PROMPT), 1);
     assert_eq!(count(&outcome, kind::DAEMON_LAUNCH), 1);
     snapshot("daemon_approval_never", &outcome);
-    assert_broken(
-        daemon::approval_never(),
-        "operation_timeout_retryable",
-        "one_oauth_flow_per_action",
-    );
 }
 
 #[test]
@@ -306,6 +274,40 @@ fn reset_request_stops_counting_as_active() {
     assert_eq!(replaced[0].text("outcome"), "replaced");
 }
 
+/// Each switch's regression scenario: with the switch on, the named checker fires (MODEL.md
+/// §2.5's table, one row per switch the scripted scenarios reach).
+fn switch_cases() -> Vec<(harness::scenario::Scenario, &'static str, &'static str)> {
+    use scenarios::daemon_lifecycle as lifecycle;
+    let mut cases = vec![
+        (daemon::oauth_then_delayed_pages(), "no_progress_frames", "no_early_timeout"),
+        (daemon::short_deadline_long_work(), "cadence_floor", "no_early_timeout"),
+        (daemon::short_deadline_long_work(), "late_first_frame", "no_early_timeout"),
+        (daemon::tiny_deadline(), "late_first_frame", "no_early_timeout"),
+        (daemon::stalled_daemon(), "fixed_phase_socket_budget", "silent_daemon_detected"),
+        (daemon::repeated_cursor(), "no_cursor_guard", "listing_ends"),
+        (daemon::slow_approval(), "sdk_default_timeout", "no_early_timeout"),
+        (daemon::approval_never(), "operation_timeout_retryable", "one_oauth_flow_per_action"),
+        (lifecycle::busy_daemon_drains(), "stop_without_drain", "no_stop_while_busy"),
+        (lifecycle::busy_daemon_drains(), "stop_without_drain", "no_request_killed_by_replacement"),
+        (lifecycle::peer_replaced_before_drain(), "pid_shortcut_needs_fresh_config", "stop_reaches_its_target"),
+        (lifecycle::peer_swaps_mid_drain(), "pid_filtered_drain_probe", "stop_reaches_its_target"),
+        (lifecycle::never_draining_daemon(), "stop_without_drain", "no_request_killed_by_replacement"),
+        (lifecycle::v1_client_on_v2_daemon(), "frames_to_v1_clients", "mixed_versions_work"),
+    ];
+    for (method, invocation) in wedged_methods() {
+        cases.push((daemon::wedged(method, invocation), "no_operation_ceiling", "bounded_latency"));
+    }
+    cases
+}
+
+// Each scripted scenario is also a regression test: with its bug switched on, the checkers fail.
+#[test]
+fn scripted_scenarios_fail_with_their_bugs_on() {
+    for (scenario, bug, invariant) in switch_cases() {
+        crate::assert_broken(scenario, bug, invariant);
+    }
+}
+
 // The mutation gate (`just mutants daemon`): what cargo-mutants runs against each mutant of the
 // daemon's core. With every switch off, a generated hunt of 900 cases (plain and lifecycle, ~40 s
 // in the dev profile: as strong as the 60 s budget allows), the
@@ -331,6 +333,10 @@ fn mutants_gate_daemon() {
         assert_eq!(run(&scenario).violations, vec![]);
     }
     crossed_frames_cross_and_rearm_nothing();
+    a_connection_kept_open_settles_on_the_response();
+    for (scenario, bug, invariant) in switch_cases() {
+        crate::assert_broken(scenario, bug, invariant);
+    }
     for name in [
         "reset_leaks_active_count",
         "stop_meets_new_work",
@@ -338,6 +344,7 @@ fn mutants_gate_daemon() {
         "drain_outlasts_its_timeout",
         "expired_token_fails_the_action",
         "hung_launch_left_behind",
+        "stale_lock_never_broken",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }

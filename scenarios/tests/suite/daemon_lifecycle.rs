@@ -12,7 +12,6 @@ use harness::scenario::{Family, Scenario};
 use harness::trace::{Outcome, TraceEvent};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use crate::assert_broken;
 use scenarios::daemon_lifecycle as lifecycle;
 
 fn snapshot(name: &str, outcome: &Outcome) {
@@ -80,16 +79,6 @@ fn busy_daemon_drains_before_stop() {
     );
     assert_eq!(replace_of(&outcome, 2).text("outcome"), "replaced");
     snapshot("daemon_busy_daemon_drains", &outcome);
-    assert_broken(
-        lifecycle::busy_daemon_drains(),
-        "stop_without_drain",
-        "no_stop_while_busy",
-    );
-    assert_broken(
-        lifecycle::busy_daemon_drains(),
-        "stop_without_drain",
-        "no_request_killed_by_replacement",
-    );
 }
 
 // Goal: a stop never lands on work the daemon admitted after the drain's last probe (MODEL.md
@@ -135,11 +124,6 @@ fn peer_replaced_before_drain_is_left_alone() {
     );
     assert_eq!(done(&outcome, 3), "ok");
     snapshot("daemon_peer_replaced_before_drain", &outcome);
-    assert_broken(
-        lifecycle::peer_replaced_before_drain(),
-        "pid_shortcut_needs_fresh_config",
-        "stop_reaches_its_target",
-    );
 }
 
 // Goal: a peer swapping the daemon during a drain is noticed. Method: a peer's `daemon start`
@@ -160,11 +144,6 @@ fn peer_swap_mid_drain_is_left_alone() {
         ("ok".into(), "ok".into())
     );
     snapshot("daemon_peer_swaps_mid_drain", &outcome);
-    assert_broken(
-        lifecycle::peer_swaps_mid_drain(),
-        "pid_filtered_drain_probe",
-        "stop_reaches_its_target",
-    );
 }
 
 // Goal: a daemon that never drains is left running and the client fails loudly. Method: A's
@@ -194,11 +173,6 @@ fn never_draining_daemon_is_left_running() {
         ("ok".into(), "daemon_busy".into())
     );
     snapshot("daemon_never_draining_daemon", &outcome);
-    assert_broken(
-        lifecycle::never_draining_daemon(),
-        "stop_without_drain",
-        "no_request_killed_by_replacement",
-    );
 }
 
 // Goal: a protocol-1 client keeps working against a protocol-2 daemon. Method: it asks for no
@@ -210,11 +184,6 @@ fn v1_client_gets_a_plain_reply() {
     assert_eq!(done(&outcome, 2), "ok");
     assert_eq!(count(&outcome, kind::CLI_REPLACE), 0, "no replacement");
     snapshot("daemon_v1_client_on_v2_daemon", &outcome);
-    assert_broken(
-        lifecycle::v1_client_on_v2_daemon(),
-        "frames_to_v1_clients",
-        "mixed_versions_work",
-    );
 }
 
 #[test]

@@ -283,6 +283,45 @@ fn each_session_hears_initialized_once() {
     assert!(count >= 1 && sessions.len() == count, "one accepted note per session: {notes:?}");
 }
 
+// Goal: nothing goes to a session the bridge could not initialize (MCP lifecycle), so a refused
+// `initialize` cannot reorder the client's requests (ORACLES.md §1: the relayer's order is the
+// client's). Method: replay the case `client_order_kept` and `replay_in_order` found in the
+// default bridge (seed 7, case 276, token v1.relay.none.799cda77ad99e1f4, shrunk): the relayer
+// answers 429 through three `initialize` attempts, and the bridge went on to POST the owed call
+// anyway. The 429s ended during its retries, so the call reached an uninitialized session, came
+// back "not initialized" late (a stalled stream), and was sent again after a later call the
+// re-initialized session had already accepted. Now an `initialize` refused for good answers the
+// requests waiting on it with that refusal (a later request asks again), and the relayer never
+// sees a request before `initialize` on that session.
+#[test]
+fn a_refused_initialize_sends_nothing_to_its_session() {
+    let outcome = race("relay_request_sent_to_an_uninitialized_session");
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(count(&outcome, kind::RPC_REFUSED), 0, "no request reached an uninitialized session");
+    let told: Vec<String> = events(&outcome, kind::MCP_RECV)
+        .iter()
+        .filter_map(|e| serde_json::from_str::<Value>(&e.text("msg")).ok())
+        .filter_map(|msg| error_text(&msg))
+        .filter(|text| text.contains("initialize failed"))
+        .collect();
+    assert!(!told.is_empty() && told.iter().all(|t| t.contains("HTTP 429")), "the refusal names the initialize's status: {told:?}");
+}
+
+// Goal: a POST retry sends the request it retries, never a later one that reused its id.
+// Method: replay the case `client_order_kept` found in the default bridge (seed 7, case 993,
+// token v1.relay.none.283a11b2a5510cd3, shrunk): a connection reset after the relayer admitted
+// call id 0; its reply came during the retry's backoff, and the client at once sent a new call
+// with id 0. The retry looked the request up by the client's id and POSTed the new call ahead of
+// two calls the client had written before it. Now a send keeps to its own request (its admission
+// number): the retry of an answered request ends.
+#[test]
+fn a_retry_never_sends_the_next_request_under_a_reused_id() {
+    let outcome = race("relay_retry_sends_the_next_request_under_a_reused_id");
+    assert_eq!(outcome.violations, vec![]);
+    let upstream: Vec<String> = events(&outcome, kind::HTTP_POST).iter().filter(|e| e.text("method") == "tools/call").map(|e| e.text("client_id")).collect();
+    assert!(upstream.iter().filter(|id| id.as_str() == "0").count() >= 2, "the race reuses id 0: {upstream:?}");
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
@@ -303,6 +342,8 @@ fn mutants_gate_relay() {
         "relay_initialized_note_never_retried",
         "relay_unanswered_initialize_skips_the_note",
         "relay_client_initialized_forwarded_twice",
+        "relay_request_sent_to_an_uninitialized_session",
+        "relay_retry_sends_the_next_request_under_a_reused_id",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
