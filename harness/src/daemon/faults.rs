@@ -94,12 +94,13 @@ pub const KINDS: &[&str] = &[
     "keep_open",
     "crossed_frames",
     "process_hang",
-    "stale_lock",
 ];
 
 /// The lifecycle operations a scenario places in time besides its invocations (a daemon crash
-/// is `daemon_crash`). They are not disruptions: the lifecycle guards must hold through them.
-pub const LIFECYCLE: &[&str] = &["config_edit", "peer_start"];
+/// is `daemon_crash`), drawn by the lifecycle generator: the lifecycle guards must hold through
+/// them. A config edit and a peer start are no disruptions; another CLI hung holding the start
+/// lock (`stale_lock`) is one while it lives.
+pub const LIFECYCLE: &[&str] = &["config_edit", "peer_start", "stale_lock"];
 
 /// The kinds that disturb the daemon or its socket: a request they touch may legitimately fail,
 /// be retried, relaunch the daemon and run twice.

@@ -108,7 +108,9 @@ fn operation(kind: &'static str, span_ms: u64, starts: Vec<u64>) -> BoxedStrateg
         "process_hang" => (at, prop_oneof![2 => 50u64..=STOP_WAIT_MS, 1 => STOP_WAIT_MS..=15_000])
             .prop_map(|(at_ms, for_ms)| DaemonFault::ProcessHang { at_ms, for_ms })
             .boxed(),
-        "stale_lock" => (at, prop_oneof![2 => 1u64..=2_000, 1 => READY_WAIT_MS..=LOCK_WAIT_MS + 10_000])
+        // A CLI killed at once holding the start lock (a plain stale lock), one hung past a
+        // launch's ready wait, and one hung past the lock wait, so others give up on it.
+        "stale_lock" => (at, prop_oneof![2 => 1u64..=2_000, 1 => READY_WAIT_MS..=30_000, 1 => LOCK_WAIT_MS + 1_000..=LOCK_WAIT_MS + 10_000])
             .prop_map(|(at_ms, for_ms)| DaemonFault::StaleLock { at_ms, for_ms })
             .boxed(),
         _ => (200u64..=1_500)

@@ -242,19 +242,6 @@ fn fault(
                 .prop_map(|(at_ms, for_ms)| DaemonFault::ProcessHang { at_ms, for_ms })
                 .boxed()
         }
-        // A CLI killed at once holding the start lock (a plain stale lock), one hung past a
-        // launch's ready wait, and one hung past the lock wait, so others give up on it. Half
-        // the onsets come just before an invocation, whose launch meets the lock.
-        "stale_lock" => {
-            let for_ms = prop_oneof![
-                2 => 1..=2_000u64,
-                1 => READY_WAIT_MS..=30_000,
-                1 => LOCK_WAIT_MS + 1_000..=LOCK_WAIT_MS + 10_000,
-            ];
-            (prop_oneof![at.clone(), just_before(&anchors)], for_ms)
-                .prop_map(|(at_ms, for_ms)| DaemonFault::StaleLock { at_ms, for_ms })
-                .boxed()
-        }
         "socket_reset" => at
             .prop_map(|at_ms| DaemonFault::SocketReset { at_ms })
             .boxed(),

@@ -457,8 +457,9 @@ fn a_hung_daemon_is_killed_and_leaves_no_metadata() {
 
 // Goal: a start lock left by a killed CLI does not fail every later invocation (MODEL.md §2.4
 // "starting happens under a lock file"; ORACLES.md §1, §3). Method: replay the case the new
-// `stale_lock` fault found in the default CLI (seed 2026, case 17, token
-// v1.daemon.none.0fa78ab98df581d4, shrunk): another CLI takes the start lock at 370 ms, hangs
+// `stale_lock` fault found in the default CLI (seed 2026, case 17 when the single-client generator
+// drew it, token v1.daemon.none.0fa78ab98df581d4; the lifecycle generator, which draws it now,
+// finds it at case 37, v1.daemon.none.7bb76ab396d30e31), shrunk: another CLI takes the start lock at 370 ms, hangs
 // 10 s and is killed holding it, while action 1 needs the lock to launch the first daemon.
 // The CLI waited out the whole lock wait and refused, and would have refused every later launch
 // too (`lock_waits_justified`: "gave up on the start lock at 78370 ms held by pid 1001, which
