@@ -1880,6 +1880,19 @@ fn post_retries_paces_every_retry_and_sends_each_one() {
     assert_one(&run(retry_checks::post_retries, posts(&[(100, 429), (400, 500), (600, 202)])), "post_retries", 4, "the backoff is 500 ms");
     // Refused once with retries left, and never sent again on a session that lived on.
     assert_one(&run(retry_checks::post_retries, posts(&[(100, 429)])), "post_retries", 2, "never POSTed again");
+    // Giving up on that refusal at once, in an answer that names it, is no excuse.
+    let gave_up = |text: &str| {
+        vec![
+            std_spec(),
+            r_open(0, "s1"),
+            send(10, &call(json!(1), "a1")),
+            r_post(100, "s1", "1", "tools/call", "a1", 429), // 3
+            recv(150, &tool_result(json!(1), text, true)),
+        ]
+    };
+    assert_one(&run(retry_checks::post_retries, gave_up("rate limited by the relayer (HTTP 429) after 1 attempts")), "post_retries", 3, "never POSTed again");
+    // An answer from elsewhere (the reply the relayer sent) does end the send.
+    assert_clean(&run(retry_checks::post_retries, gave_up("remember a1: done")));
     // ... unless that session ended (or the bridge moved to another) before the retry was due.
     let mut closed = posts(&[(100, 429)]);
     closed.push(stream_close(300, "s1"));

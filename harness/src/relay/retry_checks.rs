@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use bridge_under_test::events::{host, kind};
 
-use super::checks::Facts;
+use super::checks::{error_text, Facts};
 use super::outcome_checks::{POST_RETRIES, RETRY_BASE_MS};
 use crate::check::capped;
 use crate::trace::Violation;
@@ -106,10 +106,13 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
             (stream.session == session && stream.closed_ms.is_some_and(|closed| closed <= due))
                 || (stream.session != session && stream.opened_ms > streak.at_ms && stream.opened_ms <= due)
         });
+        // An answer ends the send, unless it is the bridge giving up on this very refusal with
+        // retries left (a rejection naming its status).
+        let named = format!("HTTP {}", streak.status);
         let answered = owner
             .get(&streak.index)
             .and_then(|&n| facts.requests[n].answered.as_ref())
-            .is_some_and(|answer| answer.at_ms <= due);
+            .is_some_and(|answer| answer.at_ms <= due && !error_text(&answer.msg).is_some_and(|t| t.contains(&named)));
         let unseen_attempt = stories.global_faults.iter().any(|(name, start, end)| {
             UNSEEN_ATTEMPT_FAULTS.contains(&name.as_str()) && *start <= due && end + 1_000 >= streak.first_ms
         });
