@@ -209,11 +209,6 @@ impl Machine {
         }
     }
 
-    /// Whether CLI `pid` is still running.
-    pub fn cli_running(&self, pid: u64) -> bool {
-        self.state.borrow().clis.contains(&pid)
-    }
-
     /// Create lock file `name` holding `holder`'s pid (`O_EXCL`); `false` if it exists.
     pub fn try_lock(&self, name: &str, holder: u64) -> bool {
         let mut state = self.state.borrow_mut();

@@ -333,7 +333,7 @@ async fn acquire(who: &Who<'_>, launching: bool) -> Result<Locked, String> {
             return Ok(Locked::Held);
         }
         if let Some(holder) = machine.lock_holder(START_LOCK) {
-            if !machine.cli_running(holder) && machine.break_lock(START_LOCK, holder) {
+            if machine.break_lock(START_LOCK, holder) {
                 emit!(kind::CLI_LOCK_BREAK, action = who.action, lock = START_LOCK, holder);
                 continue;
             }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use bridge_under_test::events::kind;
 
+use super::lifecycle::lock_wait_refusals;
 use crate::trace::Trace;
 
 /// The lifecycle interleavings one trace exhibits.
@@ -29,24 +30,11 @@ impl Interleavings {
     pub fn of(trace: &Trace) -> Self {
         let mut found = Self::default();
         let mut polls: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut last_step: BTreeMap<u64, &str> = BTreeMap::new();
+        found.lock_wait_refused = !lock_wait_refusals(trace).is_empty();
         for event in &trace.events {
             let action = event.num("action");
             match event.kind.as_str() {
                 kind::CLI_LOCK_BREAK => found.stale_lock_broken = true,
-                kind::CLI_DONE => {
-                    let waiting = matches!(
-                        last_step.get(&action),
-                        Some(&(kind::CLI_ACTION | kind::CLI_RESTART))
-                    );
-                    found.lock_wait_refused |= waiting && event.text("outcome") == "refused";
-                }
-                _ => {}
-            }
-            if lock_step(&event.kind) {
-                last_step.insert(action, event.kind.as_str());
-            }
-            match event.kind.as_str() {
                 kind::CLI_PROBE => {
                     let n = polls.entry(action).or_default();
                     *n += 1;
@@ -65,21 +53,6 @@ impl Interleavings {
         }
         found
     }
-}
-
-/// The CLI steps after which an action may be waiting for the start lock, and those that end
-/// such a wait.
-fn lock_step(kind: &str) -> bool {
-    matches!(
-        kind,
-        kind::CLI_ACTION
-            | kind::CLI_RESTART
-            | kind::CLI_PROBE
-            | kind::CLI_STOP
-            | kind::CLI_LAUNCH
-            | kind::CLI_REPLACE
-            | kind::CLI_SEND
-    )
 }
 
 /// Per-kind counts over many traces.

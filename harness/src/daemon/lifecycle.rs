@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::checks::{action_of, Facts};
 use super::waits::LOCK_MS;
 use crate::check::capped;
-use crate::trace::{TraceEvent, Violation};
+use crate::trace::{Trace, TraceEvent, Violation};
 
 /// The bounded margin past `drain_timeout_ms` within which a replacement ends: the stop and
 /// ready waits plus a few status budgets.
@@ -526,8 +526,41 @@ pub fn lock_waits_justified(facts: &Facts<'_>) -> Vec<Violation> {
             found.push(facts.violation("lock_waits_justified", index, detail));
         }
     }
+    for (index, event, from) in lock_wait_refusals(facts.trace) {
+        let action = event.num("action");
+        let waited = event.at_ms.saturating_sub(from);
+        let holder = file.holder_at(event.at_ms);
+        let died = holder.and_then(|pid| file.orphaned.get(&pid).map(|at| (pid, *at)));
+        let problem = if waited + facts.slack_ms < LOCK_MS {
+            Some(format!("after {waited} ms; the lock wait is {LOCK_MS} ms"))
+        } else if let Some((pid, at)) =
+            died.filter(|(_, at)| at + POLL_MS + facts.slack_ms < event.at_ms)
+        {
+            Some(format!(
+                "held by pid {pid}, which had ended at {at} ms: a stale lock it should \
+                 have removed"
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            let detail = format!(
+                "action {action} gave up on the start lock at {} ms {problem}",
+                event.at_ms
+            );
+            found.push(facts.violation("lock_waits_justified", index, detail));
+        }
+    }
+    capped(found)
+}
+
+/// The actions that gave up waiting for the start lock, from the CLI's steps: refused straight
+/// after they began or restarted, before any probe, stop, launch, replacement or send. Each as
+/// (trace index, its `cli.done`, when the wait began).
+pub(super) fn lock_wait_refusals(trace: &Trace) -> Vec<(usize, &TraceEvent, u64)> {
     let mut waiting: BTreeMap<u64, u64> = BTreeMap::new();
-    for (index, event) in facts.trace.events.iter().enumerate() {
+    let mut refusals = Vec::new();
+    for (index, event) in trace.events.iter().enumerate() {
         if event.host != host::CLI {
             continue;
         }
@@ -537,33 +570,9 @@ pub fn lock_waits_justified(facts: &Facts<'_>) -> Vec<Violation> {
                 waiting.insert(action, event.at_ms);
             }
             kind::CLI_DONE => {
-                let Some(from) = waiting.remove(&action) else {
-                    continue;
-                };
-                if event.text("outcome") != "refused" {
-                    continue;
-                }
-                let waited = event.at_ms.saturating_sub(from);
-                let holder = file.holder_at(event.at_ms);
-                let died = holder.and_then(|pid| file.orphaned.get(&pid).map(|at| (pid, *at)));
-                let problem = if waited + facts.slack_ms < LOCK_MS {
-                    Some(format!("after {waited} ms; the lock wait is {LOCK_MS} ms"))
-                } else if let Some((pid, at)) =
-                    died.filter(|(_, at)| at + POLL_MS + facts.slack_ms < event.at_ms)
-                {
-                    Some(format!(
-                        "held by pid {pid}, which had ended at {at} ms: a stale lock it should \
-                         have removed"
-                    ))
-                } else {
-                    None
-                };
-                if let Some(problem) = problem {
-                    let detail = format!(
-                        "action {action} gave up on the start lock at {} ms {problem}",
-                        event.at_ms
-                    );
-                    found.push(facts.violation("lock_waits_justified", index, detail));
+                let from = waiting.remove(&action);
+                if let Some(from) = from.filter(|_| event.text("outcome") == "refused") {
+                    refusals.push((index, event, from));
                 }
             }
             kind::CLI_PROBE | kind::CLI_STOP | kind::CLI_LAUNCH | kind::CLI_REPLACE
@@ -573,5 +582,5 @@ pub fn lock_waits_justified(facts: &Facts<'_>) -> Vec<Violation> {
             _ => {}
         }
     }
-    capped(found)
+    refusals
 }
