@@ -108,7 +108,7 @@
 //! | `server.exec` | mcp | `request`, `method`: a logical execution (`tools/call`, `resources/*`, the first page of `tools/list`) |
 //! | `oauth.register` | oauth | `client_id` |
 //! | `oauth.authorize` | oauth | `client_id`, `state`, `ok`: the user approved; a code was issued when ok |
-//! | `oauth.token` | oauth | `client_id`, `grant` (`authorization_code` or `refresh_token`), `ok`, `error` (the OAuth error code, empty when ok), `lifetime_ms` (of the tokens it issues) |
+//! | `oauth.token` | oauth | `client_id`, `grant` (`authorization_code` or `refresh_token`), `state` (of the authorization the code was issued for: the flow it resolves; empty for a refresh or an unknown code), `ok`, `error` (the OAuth error code, empty when ok), `lifetime_ms` (of the tokens it issues) |
 //! | `browser.prompt` | browser | `flow` (count so far), `state`: an authorization flow started |
 //! | `browser.approve` | browser | `flow`, `state`, `status` (of the redirect back to the daemon) |
 //! | `fault.fired` | mcp, daemon | `fault`, `id`: a knob took effect |

@@ -46,6 +46,10 @@ pub struct Scheduled {
     pub at_ms: u64,
     pub fault: usize,
     pub phase: Phase,
+    /// For a start anchored to a moment of the workload: how long past `at_ms` it may wait for
+    /// that moment (then it starts anyway; `u64::MAX`: as long as the driver says it must). A
+    /// windowed fault's end moves with its start.
+    pub hold_ms: u64,
 }
 
 /// A family's scenario set up inside a simulation.
@@ -54,6 +58,11 @@ pub trait Driver {
     fn emit_spec(&self, params: &SimParams);
     /// Every fault phase, in time order (stable for equal times).
     fn schedule(&self) -> Vec<Scheduled>;
+    /// Whether the moment an anchored start (`hold_ms > 0`) waits for has come since it fell
+    /// due. Asked between steps while it waits.
+    fn anchor_met(&self, _scheduled: &Scheduled) -> bool {
+        true
+    }
     /// Apply one phase of a fault, recording a `fault.injected` event.
     fn apply(&self, scheduled: &Scheduled, sim: &mut turmoil::Sim<'_>);
     /// Stop injecting and repair everything: liveness is judged after this.
@@ -72,10 +81,88 @@ pub fn schedule<F>(faults: &[F], window: impl Fn(&F) -> (u64, Option<u64>)) -> V
     let mut out = Vec::new();
     for (fault, spec) in faults.iter().enumerate() {
         let (start, end) = window(spec);
-        out.push(Scheduled { at_ms: start, fault, phase: Phase::Start });
+        out.push(Scheduled { at_ms: start, fault, phase: Phase::Start, hold_ms: 0 });
         if let Some(end) = end {
-            out.push(Scheduled { at_ms: end, fault, phase: Phase::End });
+            out.push(Scheduled { at_ms: end, fault, phase: Phase::End, hold_ms: 0 });
         }
     }
     sorted(out)
+}
+
+/// The fault phases still to apply, in the order the step loop applies them: due phases in
+/// schedule order, except that an anchored start waits (up to its hold) for its moment, and a
+/// windowed fault's end waits for its start.
+pub struct Pending {
+    phases: Vec<Scheduled>,
+}
+
+impl Pending {
+    pub fn new(schedule: Vec<Scheduled>) -> Self {
+        Self { phases: sorted(schedule) }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.phases.is_empty()
+    }
+
+    /// Take the next phase to apply at `now_ms`, if one is due. `met` says whether an anchored
+    /// start's moment has come.
+    pub fn next_due(&mut self, now_ms: u64, met: impl Fn(&Scheduled) -> bool) -> Option<Scheduled> {
+        let index = self.phases.iter().take_while(|s| s.at_ms <= now_ms).position(|s| match s.phase {
+            Phase::Start => s.hold_ms == 0 || now_ms >= s.at_ms.saturating_add(s.hold_ms) || met(s),
+            Phase::End => !self.phases.iter().any(|p| p.fault == s.fault && p.phase == Phase::Start),
+        })?;
+        let due = self.phases.remove(index);
+        if due.phase == Phase::Start && due.hold_ms > 0 && now_ms > due.at_ms {
+            let late = now_ms - due.at_ms;
+            for end in self.phases.iter_mut().filter(|p| p.fault == due.fault) {
+                end.at_ms += late;
+            }
+            self.phases.sort_by_key(|s| s.at_ms);
+        }
+        Some(due)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(pending: &mut Pending, now_ms: u64, met: bool) -> Vec<(usize, Phase)> {
+        std::iter::from_fn(|| pending.next_due(now_ms, |_| met))
+            .map(|s| (s.fault, s.phase))
+            .collect()
+    }
+
+    #[test]
+    fn an_anchored_start_waits_for_its_moment_and_takes_its_end_along() {
+        // Fault 0: a window 100..300 anchored; fault 1: a plain onset at 150.
+        let mut schedule = schedule(&[(100, Some(300)), (150, None)], |w| *w);
+        schedule[0].hold_ms = 1_000;
+        let mut pending = Pending::new(schedule);
+        assert_eq!(drain(&mut pending, 90, false), vec![]);
+        assert_eq!(drain(&mut pending, 150, false), vec![(1, Phase::Start)]);
+        // Its end is due by the plan, but it has not started: nothing.
+        assert_eq!(drain(&mut pending, 320, false), vec![]);
+        assert_eq!(drain(&mut pending, 400, true), vec![(0, Phase::Start)]);
+        // The end moved by the 300 ms the start waited: 300 + 300.
+        assert_eq!(drain(&mut pending, 590, false), vec![]);
+        assert_eq!(drain(&mut pending, 600, false), vec![(0, Phase::End)]);
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn an_anchored_start_gives_up_waiting_after_its_hold() {
+        let mut schedule = schedule(&[(100, None)], |w| *w);
+        schedule[0].hold_ms = 50;
+        let mut pending = Pending::new(schedule);
+        assert_eq!(drain(&mut pending, 140, false), vec![]);
+        assert_eq!(drain(&mut pending, 150, false), vec![(0, Phase::Start)]);
+    }
+
+    #[test]
+    fn plain_phases_come_in_time_order() {
+        let mut pending = Pending::new(schedule(&[(200, Some(250)), (100, None)], |w| *w));
+        assert_eq!(drain(&mut pending, 300, false), vec![(1, Phase::Start), (0, Phase::Start), (0, Phase::End)]);
+    }
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use bridge_under_test::emit;
 use bridge_under_test::events::kind;
 
+use crate::family;
 use crate::recorder::Recorder;
 use crate::scenario::Scenario;
 use crate::schema::McpSchema;
@@ -96,9 +97,7 @@ fn simulate(scenario: &Scenario, recorder: &Recorder, options: RunOptions) -> (S
     let mut sim = build_sim(scenario);
     let driver = scenario.family.setup(scenario.seed, &mut sim);
     driver.emit_spec(&params);
-    let schedule = driver.schedule();
-    let heal_at_ms = schedule.last().map_or(0, |s| s.at_ms);
-    let mut next = 0;
+    let mut pending = family::Pending::new(driver.schedule());
     let mut healed = false;
     let mut stats = Stats::default();
     #[allow(clippy::disallowed_methods)] // the watchdog measures wall time; nothing is recorded from it
@@ -106,11 +105,10 @@ fn simulate(scenario: &Scenario, recorder: &Recorder, options: RunOptions) -> (S
     loop {
         let now_ms = u64::try_from(sim.elapsed().as_millis()).unwrap_or(u64::MAX);
         recorder.set_loop_ms(now_ms);
-        while let Some(scheduled) = schedule.get(next).filter(|s| s.at_ms <= now_ms) {
-            driver.apply(scheduled, &mut sim);
-            next += 1;
+        while let Some(scheduled) = pending.next_due(now_ms, |s| driver.anchor_met(s)) {
+            driver.apply(&scheduled, &mut sim);
         }
-        if !healed && next == schedule.len() && now_ms >= heal_at_ms {
+        if !healed && pending.is_empty() {
             healed = true;
             emit!(kind::FAULT_INJECTED, fault = "heal", phase = "start", detail = "");
             driver.heal(&mut sim);

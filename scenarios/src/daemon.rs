@@ -97,12 +97,32 @@ pub fn stalled_daemon() -> Scenario {
         DaemonFault::DaemonStall {
             at_ms: 450,
             for_ms: 2_000,
+            anchor: None,
         },
     ];
     daemon(
         14,
         Timing::default(),
         2,
+        vec![invoke(0, Method::ListTools, Some(400))],
+        faults,
+    )
+}
+
+/// As [`stalled_daemon`] without the slow first page: a 1 000 ms stall whose onset waits for
+/// the moment the MCP server has answered page 1 of 3 with a next cursor, so the daemon stalls
+/// between pages, a window one tick wide. The client's 400 ms idle budget runs out; it
+/// replaces the daemon and retries after the stall.
+pub fn stalled_between_pages() -> Scenario {
+    let faults = vec![DaemonFault::DaemonStall {
+        at_ms: 0,
+        for_ms: 1_000,
+        anchor: Some(harness::daemon::faults::Anchor::BetweenPages),
+    }];
+    daemon(
+        14,
+        Timing::default(),
+        3,
         vec![invoke(0, Method::ListTools, Some(400))],
         faults,
     )
@@ -124,6 +144,7 @@ pub fn crossed_frames() -> Scenario {
         DaemonFault::CrossedFrames {
             at_ms: 100,
             for_ms: 600,
+            anchor: None,
         },
     ];
     daemon(

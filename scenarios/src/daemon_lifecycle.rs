@@ -33,7 +33,7 @@ pub fn busy_daemon_drains() -> Scenario {
         invoke_as(0, PROTOCOL_VERSION, 0, call(1_500)),
         invoke_as(1, PROTOCOL_VERSION, 600, call(100)),
     ];
-    let faults = vec![DaemonFault::ConfigEdit { at_ms: 500 }];
+    let faults = vec![DaemonFault::ConfigEdit { at_ms: 500, anchor: None }];
     daemon(41, compressed(), 1, invocations, faults)
 }
 
@@ -48,11 +48,12 @@ pub fn peer_replaced_before_drain() -> Scenario {
         invoke_as(2, PROTOCOL_VERSION, 650, call(100)),
     ];
     let faults = vec![
-        DaemonFault::ConfigEdit { at_ms: 500 },
+        DaemonFault::ConfigEdit { at_ms: 500, anchor: None },
         DaemonFault::PeerStart {
             at_ms: 1_000,
             version: PROTOCOL_VERSION,
             old_config: true,
+            anchor: None,
         },
     ];
     daemon(42, compressed(), 1, invocations, faults)
@@ -66,11 +67,12 @@ pub fn peer_swaps_mid_drain() -> Scenario {
         invoke_as(1, PROTOCOL_VERSION, 600, call(100)),
     ];
     let faults = vec![
-        DaemonFault::ConfigEdit { at_ms: 500 },
+        DaemonFault::ConfigEdit { at_ms: 500, anchor: None },
         DaemonFault::PeerStart {
             at_ms: 1_000,
             version: PROTOCOL_VERSION,
             old_config: false,
+            anchor: None,
         },
     ];
     daemon(43, compressed(), 1, invocations, faults)
@@ -84,7 +86,7 @@ pub fn never_draining_daemon() -> Scenario {
         invoke_as(0, PROTOCOL_VERSION, 0, call(90_000)),
         invoke_as(1, PROTOCOL_VERSION, 2_000, call(100)),
     ];
-    let faults = vec![DaemonFault::ConfigEdit { at_ms: 1_000 }];
+    let faults = vec![DaemonFault::ConfigEdit { at_ms: 1_000, anchor: None }];
     daemon(44, Timing::default(), 1, invocations, faults)
 }
 

@@ -94,10 +94,21 @@ fn current_version() -> u64 {
     PROTOCOL_VERSION
 }
 
-/// The CLI's knobs: caller deadlines a fault overrides, by action (1-based).
+/// The CLI's knobs: caller deadlines a fault overrides, by action (1-based); and counters of
+/// the moments a fault may anchor to.
 #[derive(Debug, Default)]
 pub struct CliKnobs {
     pub deadlines: std::collections::BTreeMap<usize, u64>,
+    /// Counter: requests written to a daemon (each is before dispatch for a moment).
+    pub sends: u64,
+    /// Counter: actions restarting after a transport failure.
+    pub restarts: u64,
+    /// Set once every invocation has run: no moment a fault waits for comes after it.
+    pub finished: bool,
+    /// Set when the run's faults have all ended and healed: the end-of-run report waits for it.
+    pub healed: bool,
+    /// Woken when `healed` is set.
+    pub heal: Arc<tokio::sync::Notify>,
 }
 
 pub type SharedCliKnobs = Arc<Mutex<CliKnobs>>;
@@ -119,7 +130,7 @@ enum Attempt {
 
 /// Run every lane concurrently, each lane's invocations in order (actions numbered in the
 /// order given), then, no earlier than `report_after_ms` from the start (when the run's faults
-/// have all healed), the end-of-run report, then exit. A report taken while a fault is still
+/// have all healed) and not before the harness says they have, the end-of-run report, then exit. A report taken while a fault is still
 /// active would judge the fault, not the daemon.
 pub async fn run(
     cli: Cli,
@@ -137,9 +148,19 @@ pub async fn run(
     }
     let lanes = lanes.into_values().map(|lane| run_lane(&cli, start, lane));
     futures_util::future::join_all(lanes).await;
+    lock(&cli.knobs).finished = true;
     let waited = seam::ms_since(start);
     if waited < report_after_ms {
         seam::sleep_ms(report_after_ms - waited).await;
+    }
+    // A fault whose onset waits for a moment of the workload may end later than planned.
+    loop {
+        let heal = lock(&cli.knobs).heal.clone();
+        let healed = heal.notified();
+        if lock(&cli.knobs).healed {
+            break;
+        }
+        healed.await;
     }
     replace::report(&cli).await;
     Ok(())
@@ -200,6 +221,7 @@ async fn invoke(who: &Who<'_>, invocation: &Invocation, timeout_ms: Option<u64>)
             break outcome;
         }
         emit!(kind::CLI_RESTART, action, pid = daemon.pid);
+        lock(&who.cli.knobs).restarts += 1;
         if let Err(message) = replace::replace(who, daemon.pid, "transport").await {
             break refusal(&message);
         }
@@ -234,6 +256,7 @@ async fn attempt(
     };
     let line = serde_json::to_string(&request).unwrap_or_default();
     emit!(kind::CLI_SEND, action, attempt, id = %request.id, pid = daemon.pid, msg = %line);
+    lock(&cli.knobs).sends += 1;
     // A daemon of protocol 1 writes no frames: wait for the whole operation, as a v1 client does.
     let budget = if modern && daemon.protocol_version >= PROTOCOL_VERSION {
         cli.rules.socket_budget(method.name(), timeout_ms)

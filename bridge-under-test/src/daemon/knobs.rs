@@ -1,6 +1,8 @@
 //! The daemon family's fault knobs: state the harness sets between simulation steps and the
 //! components consult. Like the relay's, they live outside the software they affect, so they
 //! survive a crash. (`Arc<Mutex>` only where axum requires `Send`: everything runs on one thread.)
+//! A few counters go the other way: the components bump them at the moments a fault plan may
+//! anchor an onset to, and the harness reads them between steps.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -41,6 +43,8 @@ pub struct McpKnobs {
     pub wedged: BTreeSet<String>,
     /// `tools/call` runs this long whatever it was asked.
     pub slow_tool_ms: Option<u64>,
+    /// Counter: pages answered with a next cursor (a listing is between pages).
+    pub cursor_pages: u64,
 }
 
 pub type SharedMcpKnobs = Arc<Mutex<McpKnobs>>;

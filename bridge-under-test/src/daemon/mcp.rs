@@ -223,6 +223,9 @@ async fn list_page(app: &App, msg: &Value, request: &str) -> Answer {
         emit!(kind::FAULT_FIRED, fault = "page_delay", id = %request);
         seam::sleep_ms(delay_ms).await;
     }
+    if next.is_some() {
+        lock(&app.knobs).cursor_pages += 1;
+    }
     let tools = ["a", "b"]
         .iter()
         .map(|suffix| {

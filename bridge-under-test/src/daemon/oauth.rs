@@ -71,6 +71,8 @@ struct Grant {
     client_id: String,
     redirect_uri: String,
     challenge: String,
+    /// The authorization request's `state`: which flow the code's tokens resolve.
+    state: String,
     used: bool,
 }
 
@@ -191,6 +193,7 @@ async fn authorize(
         client_id: client_id.clone(),
         redirect_uri: redirect_uri.clone(),
         challenge: field("code_challenge"),
+        state: state.clone(),
         used: false,
     };
     inner.codes.insert(code.clone(), grant);
@@ -208,6 +211,13 @@ async fn token(State(app): State<App>, body: String) -> Response {
     let field = |name: &str| form.get(name).cloned().unwrap_or_default();
     let client_id = field("client_id");
     let grant = form.get("grant_type").cloned().unwrap_or_default();
+    // The flow a code exchange belongs to (empty for a refresh or an unknown code).
+    let state = lock(&app.0)
+        .codes
+        .get(&field("code"))
+        .filter(|_| grant == "authorization_code")
+        .map(|g| g.state.clone())
+        .unwrap_or_default();
     let outcome = if grant == "refresh_token" {
         refresh(&app, &form)
     } else {
@@ -218,6 +228,7 @@ async fn token(State(app): State<App>, body: String) -> Response {
         kind::OAUTH_TOKEN,
         client_id = %client_id,
         grant = %grant,
+        state = %state,
         ok = outcome.is_ok(),
         error = outcome.as_ref().err().map_or("", |(error, _)| *error),
         lifetime_ms

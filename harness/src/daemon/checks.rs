@@ -2,7 +2,7 @@
 //! property it checks. They read the bounds from the trace's `run.spec` event and the caller's
 //! deadline from each request line, so a saved trace can be checked offline.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
@@ -280,32 +280,22 @@ impl<'a> Facts<'a> {
         self.oauth_timeout_ms + attempt.timeout_ms.unwrap_or(self.sdk_request_timeout_ms)
     }
 
-    /// Whether an authorization prompt shown in `[from, to]` was still without a token at `to`.
-    /// A token issued within the slack before `to` does not count: the daemon's OAuth bound may
-    /// fire in the same tick as the exchange completes.
+    /// Whether an authorization prompt shown in `[from, to]` was still without a token at `to`:
+    /// the OAuth server issued no token for the authorization of its `state`. A token issued
+    /// within the slack before `to` does not count: the daemon's OAuth bound may fire in the
+    /// same tick as the exchange completes.
     pub fn flow_pending(&self, from: u64, to: u64) -> bool {
         let resolved_by = to.saturating_sub(self.slack_ms);
-        let prompts = self
-            .trace
-            .of_kind(kind::BROWSER_PROMPT)
-            .filter(|(_, e)| e.at_ms >= from && e.at_ms <= to);
-        // Each token a flow obtained resolves one flow: three overlapping prompts and one token
-        // leave two flows pending (in prompt order, each takes the earliest token after it).
-        let mut tokens: Vec<u64> = self
+        let resolved: BTreeSet<String> = self
             .trace
             .of_kind(kind::OAUTH_TOKEN)
             .filter(|(_, token)| token.get("ok") == Some(&Value::Bool(true)) && token.at_ms <= resolved_by)
-            .map(|(_, token)| token.at_ms)
+            .map(|(_, token)| token.text("state"))
             .collect();
-        prompts.into_iter().any(|(_, prompt)| {
-            match tokens.iter().position(|at| *at >= prompt.at_ms) {
-                Some(k) => {
-                    tokens.remove(k);
-                    false
-                }
-                None => true,
-            }
-        })
+        self.trace
+            .of_kind(kind::BROWSER_PROMPT)
+            .filter(|(_, e)| e.at_ms >= from && e.at_ms <= to)
+            .any(|(_, prompt)| !resolved.contains(&prompt.text("state")))
     }
 
     pub fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {

@@ -238,17 +238,16 @@ fn no_early_timeout_flags_an_idle_expiry_on_a_healthy_daemon_and_an_early_oauth_
 // was still pending when it timed out at the OAuth bound, not early.
 #[test]
 fn no_early_timeout_counts_one_token_for_one_flow() {
-    let token = |at_ms| TraceEvent::new(at_ms, host::OAUTH, kind::OAUTH_TOKEN, &[("ok", json!(true))]);
     let overlapping = |second_token: bool| {
         let mut events = vec![
             action(0, 1),
             send(10, 1, 1, "callTool", Some(5_000)),
             prompt(100, 1),
             prompt(120, 2),
-            token(500),
+            token(500, 1),
         ];
         if second_token {
-            events.push(token(600));
+            events.push(token(600, 2));
         }
         events.extend([reply(2_110, "a1.1", "operation_timeout"), done(2_110, 1)]);
         events
@@ -258,6 +257,35 @@ fn no_early_timeout_counts_one_token_for_one_flow() {
     let found = run(no_early_timeout, overlapping(true));
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("before its deadline"), "{}", found[0].detail);
+}
+
+/// A token the OAuth server issued for the authorization of flow `flow`'s state.
+fn token(at_ms: u64, flow: u64) -> TraceEvent {
+    let fields = [("ok", json!(true)), ("state", json!(format!("s{flow}")))];
+    TraceEvent::new(at_ms, host::OAUTH, kind::OAUTH_TOKEN, &fields)
+}
+
+// Hunt seed 2026 (v1.daemon.none.45df714c056067a2): another client's flow, prompted before
+// this call began, got the first token; this call's own flow was still waiting when its OAuth
+// bound fired, so the timeout came at the OAuth wait, not early. And hunt seed 5
+// (v1.daemon.none.013190ec7ed24bb8): an earlier flow that timed out never got a token, and the
+// one token went to this call's flow, so nothing was pending. Tokens resolve flows by `state`.
+#[test]
+fn no_early_timeout_resolves_each_flow_by_its_own_token() {
+    let events = |tokens: &[u64]| {
+        let mut events = vec![prompt(50, 1), action(100, 2), send(110, 2, 1, "callTool", Some(5_000)), prompt(150, 2)];
+        events.extend(tokens.iter().map(|flow| token(500 + 100 * flow, *flow)));
+        events.extend([reply(2_160, "a2.1", "operation_timeout"), done(2_160, 2)]);
+        events
+    };
+    // The earlier flow's token: this call's flow is still pending.
+    assert_eq!(run(no_early_timeout, events(&[1])), vec![]);
+    // Its own token, with the earlier flow abandoned or resolved: 2 050 ms is early for 5 000.
+    for tokens in [&[2][..], &[1, 2]] {
+        let found = run(no_early_timeout, events(tokens));
+        assert_eq!(found.len(), 1, "{tokens:?}: {found:?}");
+        assert!(found[0].detail.contains("before its deadline"), "{}", found[0].detail);
+    }
 }
 
 #[test]
@@ -1438,6 +1466,10 @@ fn unknown_methods_refused_passes_a_refusal_and_one_cut_by_a_crash() {
     // Both attempts cut by a crash: the CLI never heard the daemon's answer.
     let crashed = vec![spec(), ask("listPrompts"), fault(5, "daemon_crash", "start"), done_as(20, 1, "reset")];
     assert_eq!(run(crate::daemon::honesty::unknown_methods_refused, crashed), vec![]);
+    // Refused by the lifecycle guards before it asked any daemon (a protocol-1 daemon that
+    // never drains): the lifecycle checkers judge that.
+    let guarded = vec![spec(), ask("listPrompts"), done_as(20, 1, "daemon_busy")];
+    assert_eq!(run(crate::daemon::honesty::unknown_methods_refused, guarded), vec![]);
     // A protocol method is not judged here.
     let known = vec![spec(), ask("callTool"), done_as(20, 1, "runtime_error")];
     assert_eq!(run(crate::daemon::honesty::unknown_methods_refused, known), vec![]);
@@ -1453,7 +1485,12 @@ fn unknown_methods_refused_flags_a_success_upstream_work_and_a_wrong_error() {
     assert_eq!(found.len(), 2, "{found:?}");
     assert!(found[0].detail.contains("received work for listPrompts a1.1"), "{}", found[0].detail);
     assert!(found[1].detail.contains("ended \"ok\""), "{}", found[1].detail);
-    let wrong = vec![spec(), ask, done_as(20, 1, "runtime_error")];
+    let wrong = vec![spec(), ask.clone(), done_as(20, 1, "runtime_error")];
     let found = run(crate::daemon::honesty::unknown_methods_refused, wrong);
+    assert_eq!(found.len(), 1, "{found:?}");
+    // Refused as busy although it asked a daemon, which owed it `unknown_method`.
+    let send = TraceEvent::new(5, host::CLI, kind::CLI_SEND, &[("action", json!(1)), ("id", json!("a1.1"))]);
+    let busy = vec![spec(), ask, send, done_as(20, 1, "daemon_busy")];
+    let found = run(crate::daemon::honesty::unknown_methods_refused, busy);
     assert_eq!(found.len(), 1, "{found:?}");
 }

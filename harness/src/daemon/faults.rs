@@ -37,27 +37,55 @@ pub enum DaemonFault {
     /// `tools/call` runs `run_ms` whatever it was asked: a slow tool.
     SlowTool { run_ms: u64 },
     /// The daemon's event loop writes nothing from `at_ms` for `for_ms`: a blocked event loop.
-    DaemonStall { at_ms: u64, for_ms: u64 },
+    DaemonStall {
+        at_ms: u64,
+        for_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anchor: Option<Anchor>,
+    },
     /// The daemon process dies: an OOM kill or a crash.
-    DaemonCrash { at_ms: u64 },
+    DaemonCrash {
+        at_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anchor: Option<Anchor>,
+    },
     /// From `at_ms` for `for_ms`, a daemon process that starts hangs before it listens or
     /// writes its metadata, and one that stops hangs before it exits: a process blocked on a
     /// slow disk or a stuck lock. The CLI must give up on a launch that never becomes ready
     /// (and not leave it behind) and kill a stopped daemon that will not go.
-    ProcessHang { at_ms: u64, for_ms: u64 },
+    ProcessHang {
+        at_ms: u64,
+        for_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anchor: Option<Anchor>,
+    },
     /// At `at_ms` another CLI invocation takes the start lock and hangs holding it for `for_ms`
     /// (suspended with ^Z, or blocked on a slow disk), then is killed: its lock file names a
     /// dead pid from then on. While it lives, others wait for it and give up only after the
     /// lock wait; once it is gone, the first that needs the lock must break it.
-    StaleLock { at_ms: u64, for_ms: u64 },
+    StaleLock {
+        at_ms: u64,
+        for_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anchor: Option<Anchor>,
+    },
     /// The daemon keeps each connection open `hold_ms` after writing its response: a daemon
     /// (or a socket proxy) that ends connections lazily.
     KeepOpen { hold_ms: u64 },
     /// From `at_ms` for `for_ms`, every progress frame the daemon writes carries another
     /// request's id: a daemon that mixes up its connections' heartbeats.
-    CrossedFrames { at_ms: u64, for_ms: u64 },
+    CrossedFrames {
+        at_ms: u64,
+        for_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anchor: Option<Anchor>,
+    },
     /// The daemon's open client connections are reset: a socket torn down under it.
-    SocketReset { at_ms: u64 },
+    SocketReset {
+        at_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anchor: Option<Anchor>,
+    },
     /// Access tokens live `lifetime_ms`: an authorization server with short-lived tokens, so
     /// the daemon's warm session outlives its token and must refresh it.
     TokenExpiry { lifetime_ms: u64 },
@@ -65,7 +93,11 @@ pub enum DaemonFault {
     /// passing a small (< 250 ms) or a large `timeoutMs`.
     CallerDeadline { action: usize, timeout_ms: u64 },
     /// The user edits the config file at `at_ms`: the running daemon's metadata goes stale.
-    ConfigEdit { at_ms: u64 },
+    ConfigEdit {
+        at_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anchor: Option<Anchor>,
+    },
     /// A peer runs `daemon start` at `at_ms`, bypassing the start lock: a daemon of `version`
     /// takes over the metadata (with the config from before the last edit when `old_config`:
     /// a peer that read it earlier). The only way a daemon is swapped during a drain.
@@ -74,8 +106,27 @@ pub enum DaemonFault {
         version: u64,
         #[serde(default)]
         old_config: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anchor: Option<Anchor>,
     },
 }
+
+/// A moment of the workload a timed fault's onset may wait for: from its `at_ms`, the fault
+/// starts at the first such moment, or once the CLI has run every invocation if none comes (a
+/// windowed fault's end moves with its start). It aims a fault at a phase that lasts a tick or
+/// two (the daemon asks for the next page at once) or comes only after another fault (a
+/// restart), which an onset drawn in time hardly ever meets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Anchor {
+    /// A CLI has just written a request: nothing has reached the daemon yet.
+    BeforeDispatch,
+    /// The MCP server has just answered a page with a next cursor.
+    BetweenPages,
+    /// An action has just begun restarting its daemon after a transport failure.
+    Recovery,
+}
+
 
 /// The kinds, for swarm profiles.
 pub const KINDS: &[&str] = &[
@@ -141,18 +192,50 @@ impl DaemonFault {
         }
     }
 
-    /// When it starts and, for windowed faults, when it ends.
+    /// When it starts and, for windowed faults, when it ends (an anchored start may come later
+    /// and take its end with it).
     pub fn window(&self) -> (u64, Option<u64>) {
         match self {
-            Self::DaemonStall { at_ms, for_ms }
-            | Self::CrossedFrames { at_ms, for_ms }
-            | Self::ProcessHang { at_ms, for_ms }
-            | Self::StaleLock { at_ms, for_ms } => (*at_ms, Some(at_ms + for_ms)),
-            Self::DaemonCrash { at_ms }
-            | Self::SocketReset { at_ms }
-            | Self::ConfigEdit { at_ms }
+            Self::DaemonStall { at_ms, for_ms, .. }
+            | Self::CrossedFrames { at_ms, for_ms, .. }
+            | Self::ProcessHang { at_ms, for_ms, .. }
+            | Self::StaleLock { at_ms, for_ms, .. } => (*at_ms, Some(at_ms + for_ms)),
+            Self::DaemonCrash { at_ms, .. }
+            | Self::SocketReset { at_ms, .. }
+            | Self::ConfigEdit { at_ms, .. }
             | Self::PeerStart { at_ms, .. } => (*at_ms, None),
             _ => (0, None),
+        }
+    }
+
+    /// The moment a timed fault's onset waits for, if any.
+    pub fn anchor(&self) -> Option<Anchor> {
+        match self {
+            Self::DaemonStall { anchor, .. }
+            | Self::CrossedFrames { anchor, .. }
+            | Self::ProcessHang { anchor, .. }
+            | Self::StaleLock { anchor, .. }
+            | Self::DaemonCrash { anchor, .. }
+            | Self::SocketReset { anchor, .. }
+            | Self::ConfigEdit { anchor, .. }
+            | Self::PeerStart { anchor, .. } => *anchor,
+            _ => None,
+        }
+    }
+
+    /// A timed fault's onset, to edit: its `at_ms` and its anchor (`None` for a fault placed
+    /// at time 0).
+    pub fn onset_mut(&mut self) -> Option<(&mut u64, &mut Option<Anchor>)> {
+        match self {
+            Self::DaemonStall { at_ms, anchor, .. }
+            | Self::CrossedFrames { at_ms, anchor, .. }
+            | Self::ProcessHang { at_ms, anchor, .. }
+            | Self::StaleLock { at_ms, anchor, .. }
+            | Self::DaemonCrash { at_ms, anchor, .. }
+            | Self::SocketReset { at_ms, anchor, .. }
+            | Self::ConfigEdit { at_ms, anchor, .. }
+            | Self::PeerStart { at_ms, anchor, .. } => Some((at_ms, anchor)),
+            _ => None,
         }
     }
 }
@@ -275,6 +358,7 @@ mod tests {
             DaemonFault::DaemonStall {
                 at_ms: 10,
                 for_ms: 20,
+                anchor: Some(Anchor::BetweenPages),
             },
             DaemonFault::WedgedMethod {
                 method: "tools/call".into(),
@@ -286,6 +370,9 @@ mod tests {
         ];
         let text = serde_json::to_string(&faults).unwrap();
         assert!(text.contains(r#"{"fault":"approval_never"}"#), "{text}");
+        assert!(text.contains(r#""anchor":"between_pages""#), "{text}");
+        let plain = DaemonFault::DaemonCrash { at_ms: 5, anchor: None };
+        assert_eq!(serde_json::to_string(&plain).unwrap(), r#"{"fault":"daemon_crash","at_ms":5}"#);
         let back: Vec<DaemonFault> = serde_json::from_str(&text).unwrap();
         assert_eq!(back, faults);
         for fault in &faults {

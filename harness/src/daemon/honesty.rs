@@ -6,7 +6,7 @@
 //! (`server.recv`, `server.send`, `server.gone`, each naming the daemon request); the daemon's own
 //! events only explain.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bridge_under_test::daemon::config::STATUS_TIMEOUT_MIN_MS;
 use bridge_under_test::events::{host, kind};
@@ -550,10 +550,12 @@ fn unknown_actions(facts: &Facts<'_>) -> BTreeMap<u64, String> {
 
 /// Unknown methods are refused by the daemon itself: an action whose method the daemon protocol
 /// does not have (a newer CLI's) never succeeds, causes no upstream work at the MCP server, and,
-/// unless a disruption cut its attempts, ends `unknown_method`. Read from `cli.action`,
-/// `cli.done` and the MCP server's `server.recv`.
+/// unless a disruption cut its attempts, ends `unknown_method`. An action the lifecycle guards
+/// refused before it sent anything never asked a daemon: the lifecycle checkers judge it. Read
+/// from `cli.action`, `cli.send`, `cli.done` and the MCP server's `server.recv`.
 pub fn unknown_methods_refused(facts: &Facts<'_>) -> Vec<Violation> {
     let unknown = unknown_actions(facts);
+    let asked: BTreeSet<u64> = facts.trace.of_kind(kind::CLI_SEND).map(|(_, e)| e.num("action")).collect();
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::SERVER_RECV) {
         let request = event.text("request");
@@ -567,7 +569,8 @@ pub fn unknown_methods_refused(facts: &Facts<'_>) -> Vec<Violation> {
         let action = event.num("action");
         let Some(method) = unknown.get(&action) else { continue };
         let outcome = event.text("outcome");
-        let excused = outcome != "ok" && facts.disrupted(action);
+        let guarded = matches!(outcome.as_str(), "daemon_busy" | "refused") && !asked.contains(&action);
+        let excused = guarded || (outcome != "ok" && facts.disrupted(action));
         if outcome != "unknown_method" && !excused {
             let detail = format!("action {action} ({method}, a method the daemon does not have) ended {outcome:?}");
             found.push(facts.violation("unknown_methods_refused", index, detail));

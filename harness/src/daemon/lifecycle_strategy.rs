@@ -12,7 +12,7 @@ use bridge_under_test::daemon::{DaemonBugs, Timing};
 use proptest::prelude::*;
 
 use super::faults::DaemonFault;
-use super::strategy::assemble;
+use super::strategy::{anchored_onset, assemble, budget_stall};
 use super::DaemonScenario;
 
 /// Compressed timing: OAuth waits of seconds, so slow approvals keep a request in flight.
@@ -30,6 +30,8 @@ fn method() -> impl Strategy<Value = Method> {
         3 => Just(Method::ListTools),
         1 => Just(Method::ListResources),
         1 => Just(Method::ReadResource),
+        // A newer CLI's method the daemon does not have: refused at once, even mid-restart.
+        1 => Just(Method::ListPrompts),
     ]
 }
 
@@ -80,11 +82,11 @@ fn moment(span_ms: u64, starts: Vec<u64>) -> BoxedStrategy<u64> {
 }
 
 /// A lifecycle operation near the clustered invocations.
-fn operation(kind: &'static str, span_ms: u64, starts: Vec<u64>) -> BoxedStrategy<DaemonFault> {
-    let at = moment(span_ms, starts);
+fn operation(kind: &'static str, span_ms: u64, timing: &Timing, invocations: &[Invocation]) -> BoxedStrategy<DaemonFault> {
+    let at = moment(span_ms, invocations.iter().map(|i| i.at_ms).collect());
     match kind {
         "config_edit" => at
-            .prop_map(|at_ms| DaemonFault::ConfigEdit { at_ms })
+            .prop_map(|at_ms| DaemonFault::ConfigEdit { at_ms, anchor: None })
             .boxed(),
         "peer_start" => {
             let version = prop_oneof![1 => Just(1u64), 4 => Just(PROTOCOL_VERSION)];
@@ -93,25 +95,37 @@ fn operation(kind: &'static str, span_ms: u64, starts: Vec<u64>) -> BoxedStrateg
                     at_ms,
                     version,
                     old_config,
+                    anchor: None,
                 })
                 .boxed()
         }
         "daemon_crash" => at
-            .prop_map(|at_ms| DaemonFault::DaemonCrash { at_ms })
+            .prop_map(|at_ms| DaemonFault::DaemonCrash { at_ms, anchor: None })
             .boxed(),
         "socket_reset" => at
-            .prop_map(|at_ms| DaemonFault::SocketReset { at_ms })
+            .prop_map(|at_ms| DaemonFault::SocketReset { at_ms, anchor: None })
             .boxed(),
-        "daemon_stall" => (at, 50u64..=4_000)
-            .prop_map(|(at_ms, for_ms)| DaemonFault::DaemonStall { at_ms, for_ms })
+        "daemon_stall" => {
+            let stall = (at, 50u64..=4_000)
+                .prop_map(|(at_ms, for_ms)| DaemonFault::DaemonStall { at_ms, for_ms, anchor: None })
+                .boxed();
+            match budget_stall(timing, invocations) {
+                Some(budget) => prop_oneof![3 => stall, 1 => budget].boxed(),
+                None => stall,
+            }
+        }
+        // Heartbeats for one client's request written to another's connection: with several
+        // clients in flight, the ids they carry are real ones.
+        "crossed_frames" => (at, 50u64..=4_000)
+            .prop_map(|(at_ms, for_ms)| DaemonFault::CrossedFrames { at_ms, for_ms, anchor: None })
             .boxed(),
         "process_hang" => (at, prop_oneof![2 => 50u64..=STOP_WAIT_MS, 1 => STOP_WAIT_MS..=15_000])
-            .prop_map(|(at_ms, for_ms)| DaemonFault::ProcessHang { at_ms, for_ms })
+            .prop_map(|(at_ms, for_ms)| DaemonFault::ProcessHang { at_ms, for_ms, anchor: None })
             .boxed(),
         // A CLI killed at once holding the start lock (a plain stale lock), one hung past a
         // launch's ready wait, and one hung past the lock wait, so others give up on it.
         "stale_lock" => (at, prop_oneof![2 => 1u64..=2_000, 1 => READY_WAIT_MS..=30_000, 1 => LOCK_WAIT_MS + 1_000..=LOCK_WAIT_MS + 10_000])
-            .prop_map(|(at_ms, for_ms)| DaemonFault::StaleLock { at_ms, for_ms })
+            .prop_map(|(at_ms, for_ms)| DaemonFault::StaleLock { at_ms, for_ms, anchor: None })
             .boxed(),
         _ => (200u64..=1_500)
             .prop_map(|delay_ms| DaemonFault::ApprovalDelay { delay_ms })
@@ -133,8 +147,9 @@ fn profile() -> impl Strategy<Value = Vec<&'static str>> {
         prop::bool::weighted(0.2),
         prop::bool::weighted(0.3),
         prop::bool::weighted(0.25),
+        prop::bool::weighted(0.25),
     )
-        .prop_map(|(edit, peer, crash, approval, reset, stall, hang, stale)| {
+        .prop_map(|(edit, peer, crash, approval, reset, stall, hang, stale, crossed)| {
             let kinds = [
                 ("config_edit", edit),
                 ("peer_start", peer),
@@ -144,6 +159,7 @@ fn profile() -> impl Strategy<Value = Vec<&'static str>> {
                 ("daemon_stall", stall),
                 ("process_hang", hang),
                 ("stale_lock", stale),
+                ("crossed_frames", crossed),
             ];
             kinds
                 .into_iter()
@@ -158,10 +174,9 @@ pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
     (profile(), timing(), workload(), 1u32..=3, 10u64..=200)
         .prop_flat_map(|(kinds, timing, invocations, pages, approval_ms)| {
             let span_ms = invocations.last().map_or(0, |i| i.at_ms) + 1_500;
-            let starts: Vec<u64> = invocations.iter().map(|i| i.at_ms).collect();
             let choices: Vec<BoxedStrategy<DaemonFault>> = kinds
                 .iter()
-                .map(|kind| operation(kind, span_ms, starts.clone()))
+                .map(|kind| anchored_onset(operation(kind, span_ms, &timing, &invocations)))
                 .collect();
             let faults = crate::swarm::plan(choices, 1..=4);
             let mut profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use bridge_under_test::daemon::client::{self, Cli, CliKnobs, Invocation, SharedCliKnobs};
 use bridge_under_test::daemon::knobs::{
-    Approval, BrowserKnobs, DaemonKnobs, McpKnobs, SharedBrowserKnobs, SharedDaemonKnobs,
+    lock, Approval, BrowserKnobs, DaemonKnobs, McpKnobs, SharedBrowserKnobs, SharedDaemonKnobs,
     SharedMcpKnobs,
 };
 use bridge_under_test::daemon::machine::Machine;
@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::family::{self, Scheduled};
 use crate::scenario::{FamilyScenario, Scenario, SimParams};
 use crate::seed::derive;
-use faults::{DaemonFault, Targets};
+use faults::{Anchor, DaemonFault, Targets};
 
 /// Everything a daemon run depends on besides the simulator's own parameters. In a scenario
 /// file `bugs` (all off), `timing` (MODEL.md's), `faults` (none) and `profile` may be left out; a
@@ -96,6 +96,8 @@ pub struct Driver {
     machine: Rc<Machine>,
     tokens: oauth::SharedIssued,
     strays: std::cell::RefCell<Vec<u64>>,
+    /// Per anchored fault waiting for its moment: its anchor's counter when it fell due.
+    baselines: std::cell::RefCell<std::collections::BTreeMap<usize, u64>>,
 }
 
 impl Driver {
@@ -148,8 +150,29 @@ impl Driver {
             machine,
             tokens,
             strays: Default::default(),
+            baselines: Default::default(),
         }
     }
+
+    /// How often the moment `anchor` names has happened so far.
+    fn moments(&self, anchor: Anchor) -> u64 {
+        match anchor {
+            Anchor::BeforeDispatch => lock(&self.cli).sends,
+            Anchor::BetweenPages => lock(&self.mcp).cursor_pages,
+            Anchor::Recovery => lock(&self.cli).restarts,
+        }
+    }
+}
+
+/// The fault plan's phases; an anchored start waits for its moment as long as the CLI runs.
+fn schedule(faults: &[DaemonFault]) -> Vec<Scheduled> {
+    let mut schedule = family::schedule(faults, DaemonFault::window);
+    for phase in &mut schedule {
+        if phase.phase == family::Phase::Start && faults[phase.fault].anchor().is_some() {
+            phase.hold_ms = u64::MAX;
+        }
+    }
+    schedule
 }
 
 impl family::Driver for Driver {
@@ -171,7 +194,16 @@ impl family::Driver for Driver {
     }
 
     fn schedule(&self) -> Vec<Scheduled> {
-        family::schedule(&self.scenario.faults, DaemonFault::window)
+        schedule(&self.scenario.faults)
+    }
+
+    fn anchor_met(&self, scheduled: &Scheduled) -> bool {
+        let Some(anchor) = self.scenario.faults[scheduled.fault].anchor() else {
+            return true;
+        };
+        let now = self.moments(anchor);
+        let since = *self.baselines.borrow_mut().entry(scheduled.fault).or_insert(now);
+        since < now || lock(&self.cli).finished
     }
 
     fn apply(&self, scheduled: &Scheduled, _sim: &mut turmoil::Sim<'_>) {
@@ -193,6 +225,9 @@ impl family::Driver for Driver {
 
     fn heal(&self, _sim: &mut turmoil::Sim<'_>) {
         faults::heal(&self.daemon, &self.machine, &self.strays);
+        let mut cli = lock(&self.cli);
+        cli.healed = true;
+        cli.heal.notify_waiters();
     }
 }
 

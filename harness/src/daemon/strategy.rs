@@ -11,7 +11,7 @@ use bridge_under_test::daemon::replace::LOCK_WAIT_MS;
 use bridge_under_test::daemon::{DaemonBugs, Timing};
 use proptest::prelude::*;
 
-use super::faults::{DaemonFault, KINDS, LIFECYCLE};
+use super::faults::{Anchor, DaemonFault, KINDS, LIFECYCLE};
 use super::lifecycle::REPLACE_MARGIN_MS;
 use super::DaemonScenario;
 
@@ -34,7 +34,8 @@ pub fn tick_ms(scenario: &DaemonScenario) -> u64 {
 }
 
 /// How long the run may last: every invocation's worst correct duration, one after another
-/// (two attempts, a restart and a launch each), plus room to judge. A correct run ends far
+/// (two attempts, a restart and a launch each), plus room to judge. (An anchored onset waits
+/// at most until the last invocation ends: its window then fits in the faults' share.) A correct run ends far
 /// sooner: the run stops when the CLI exits.
 pub fn horizon_ms(scenario: &DaemonScenario, tick_ms: u64) -> u64 {
     let timing = &scenario.timing;
@@ -168,6 +169,33 @@ fn workload(timing: Timing) -> impl Strategy<Value = Vec<Invocation>> {
     })
 }
 
+/// A fault whose onset (if it has one) is, one time in two, anchored to a moment of the
+/// workload: just after a CLI writes a request, just after a page with a next cursor, or just
+/// after an action begins restarting. Those phases last a tick or two, or come only after
+/// another fault, so onsets drawn in time alone hardly ever meet them. A restart may come
+/// early, so an onset anchored to one waits from the start. Shrinks to no anchor.
+pub(super) fn anchored_onset(fault: BoxedStrategy<DaemonFault>) -> BoxedStrategy<DaemonFault> {
+    let anchor = prop_oneof![
+        1 => Just(None),
+        1 => prop_oneof![
+            1 => Just(Some(Anchor::BeforeDispatch)),
+            1 => Just(Some(Anchor::BetweenPages)),
+            2 => Just(Some(Anchor::Recovery)),
+        ],
+    ];
+    (fault, anchor)
+        .prop_map(|(mut fault, to)| {
+            if let Some((at_ms, anchor)) = fault.onset_mut() {
+                *anchor = to;
+                if to == Some(Anchor::Recovery) {
+                    *at_ms = 0;
+                }
+            }
+            fault
+        })
+        .boxed()
+}
+
 /// An onset up to 200 ms before one of the invocations' starts.
 fn just_before(anchors: &[u64]) -> BoxedStrategy<u64> {
     (prop::sample::select(anchors.to_vec()), 0..=200u64)
@@ -175,12 +203,43 @@ fn just_before(anchors: &[u64]) -> BoxedStrategy<u64> {
         .boxed()
 }
 
+/// A stall from just before a protocol-1 CLI starts until both its attempts have waited out
+/// its fixed budget, the restart between them included: the one way an action ends `budget`.
+/// `None` without such a CLI, or with MODEL.md's timing (budgets of many minutes).
+pub(super) fn budget_stall(timing: &Timing, invocations: &[Invocation]) -> Option<BoxedStrategy<DaemonFault>> {
+    if *timing == Timing::default() {
+        return None;
+    }
+    let old: Vec<(u64, u64)> = invocations
+        .iter()
+        .filter(|i| i.version < PROTOCOL_VERSION)
+        .map(|i| {
+            let call_ms = i.timeout_ms.unwrap_or(timing.sdk_request_timeout_ms);
+            let budget_ms = timing.oauth_timeout_ms + (u64::from(MAX_PAGES) + 1) * call_ms;
+            let restart_ms = STATUS_TIMEOUT_MIN_MS + STOP_WAIT_MS + READY_WAIT_MS + 2 * POLL_MS;
+            (i.at_ms, 2 * budget_ms + restart_ms)
+        })
+        .collect();
+    if old.is_empty() {
+        return None;
+    }
+    let stall = (prop::sample::select(old), 0..=200u64, 0..=5_000u64).prop_map(
+        |((start, covers_ms), ahead, extra)| DaemonFault::DaemonStall {
+            at_ms: start.saturating_sub(ahead),
+            for_ms: ahead + covers_ms + extra,
+            anchor: None,
+        },
+    );
+    Some(stall.boxed())
+}
+
 fn fault(
     kind: &'static str,
     timing: &Timing,
-    starts: &[u64],
+    invocations: &[Invocation],
     span_ms: u64,
 ) -> BoxedStrategy<DaemonFault> {
+    let starts: Vec<u64> = invocations.iter().map(|i| i.at_ms).collect();
     let actions = starts.len();
     let big = *large_deadline(timing).end();
     let oauth = timing.oauth_timeout_ms;
@@ -216,18 +275,24 @@ fn fault(
             .prop_map(|run_ms| DaemonFault::SlowTool { run_ms })
             .boxed(),
         // Now and then a stall that outlasts a protocol-1 CLI's fixed budget on both attempts.
-        "daemon_stall" => (at.clone(), prop_oneof![3 => 50..=3 * big, 1 => 3 * big..=120_000])
-            .prop_map(|(at_ms, for_ms)| DaemonFault::DaemonStall { at_ms, for_ms })
-            .boxed(),
+        "daemon_stall" => {
+            let stall = (at.clone(), prop_oneof![3 => 50..=3 * big, 1 => 3 * big..=120_000])
+                .prop_map(|(at_ms, for_ms)| DaemonFault::DaemonStall { at_ms, for_ms, anchor: None })
+                .boxed();
+            match budget_stall(timing, invocations) {
+                Some(budget) => prop_oneof![3 => stall, 1 => budget].boxed(),
+                None => stall,
+            }
+        }
         "keep_open" => (1..=2 * big)
             .prop_map(|hold_ms| DaemonFault::KeepOpen { hold_ms })
             .boxed(),
         "crossed_frames" => (at.clone(), 50..=2 * big)
-            .prop_map(|(at_ms, for_ms)| DaemonFault::CrossedFrames { at_ms, for_ms })
+            .prop_map(|(at_ms, for_ms)| DaemonFault::CrossedFrames { at_ms, for_ms, anchor: None })
             .boxed(),
         "daemon_crash" => at
             .clone()
-            .prop_map(|at_ms| DaemonFault::DaemonCrash { at_ms })
+            .prop_map(|at_ms| DaemonFault::DaemonCrash { at_ms, anchor: None })
             .boxed(),
         // Shorter than the stop wait (the stopped daemon goes late), longer than it (it is
         // killed), and longer than the ready wait (a launch that never becomes ready). Half
@@ -239,11 +304,11 @@ fn fault(
                 1 => READY_WAIT_MS..=30_000,
             ];
             (prop_oneof![at.clone(), just_before(&anchors)], for_ms)
-                .prop_map(|(at_ms, for_ms)| DaemonFault::ProcessHang { at_ms, for_ms })
+                .prop_map(|(at_ms, for_ms)| DaemonFault::ProcessHang { at_ms, for_ms, anchor: None })
                 .boxed()
         }
         "socket_reset" => at
-            .prop_map(|at_ms| DaemonFault::SocketReset { at_ms })
+            .prop_map(|at_ms| DaemonFault::SocketReset { at_ms, anchor: None })
             .boxed(),
         // From a few round trips (never shorter than the exchange that uses it) to a few
         // actions long.
@@ -280,10 +345,9 @@ pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
         .prop_flat_map(|(kinds, timing, invocations, pages, approval_ms)| {
             let span_ms =
                 invocations.last().map_or(0, |i| i.at_ms) + 2 * *large_deadline(&timing).end();
-            let starts: Vec<u64> = invocations.iter().map(|i| i.at_ms).collect();
             let choices: Vec<BoxedStrategy<DaemonFault>> = kinds
                 .iter()
-                .map(|kind| fault(kind, &timing, &starts, span_ms))
+                .map(|kind| anchored_onset(fault(kind, &timing, &invocations, span_ms)))
                 .collect();
             let faults = crate::swarm::plan(choices, 0..=5);
             let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();

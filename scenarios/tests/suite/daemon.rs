@@ -172,6 +172,30 @@ fn wedged_methods() -> [(&'static str, Method); 3] {
     ]
 }
 
+// Goal: a fault anchored to a moment of the workload starts there and keeps its length: the
+// stall begins after page 1 went out with a next cursor and before page 2 is asked for, and it
+// ends 1 000 ms later; the client gives up on the silent daemon and retries once.
+#[test]
+fn an_anchored_stall_starts_between_pages() {
+    let outcome = run(&daemon::stalled_between_pages());
+    assert_eq!(outcome.violations, vec![]);
+    let stall: Vec<&TraceEvent> = events(&outcome, kind::FAULT_INJECTED).into_iter().filter(|e| e.text("fault") == "daemon_stall").collect();
+    assert_eq!(stall.len(), 2, "a start and an end");
+    let (start, end) = (stall[0].at_ms, stall[1].at_ms);
+    assert_eq!(end - start, 1_000, "the window keeps its length");
+    let first_page = events(&outcome, kind::SERVER_SEND)
+        .into_iter()
+        .find(|e| e.text("msg").contains("\"nextCursor\":\"page-2\""))
+        .expect("page 1 with a next cursor");
+    let second_ask = events(&outcome, kind::SERVER_RECV)
+        .into_iter()
+        .find(|e| e.text("msg").contains("\"cursor\":\"page-2\""))
+        .expect("page 2 asked for");
+    assert!(first_page.at_ms <= start && start <= second_ask.at_ms, "stall at {start} ms, page 1 out at {} ms, page 2 asked at {} ms", first_page.at_ms, second_ask.at_ms);
+    assert!(start > 0, "the onset waited for its moment");
+    assert_eq!(done(&outcome), ("ok".to_string(), 2));
+}
+
 // Goal: a connection the daemon keeps open after its response holds nothing up (MODEL.md §2.4
 // "the response frame settles the request"), and the fault really keeps it open.
 #[test]
