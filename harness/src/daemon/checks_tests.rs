@@ -785,6 +785,11 @@ fn kills_come_last_passes_kills_after_the_stop_and_ready_waits() {
         exit(16_500, 3, "crash"),
     ];
     assert_eq!(run(kills_come_last, events), vec![]);
+    // Hunt seed 7 (v1.daemon.none.33669e02b7997399): the launched daemon came up, but a peer's
+    // `daemon start` took the metadata over at once; the CLI never saw its launch ready and
+    // killed it after the ready wait.
+    let displaced = vec![cli_launch(0, 1, 1), start(0, 1, "config-1"), start(10, 2, "config-1"), exit(10_000, 1, "kill")];
+    assert_eq!(run(kills_come_last, displaced), vec![]);
 }
 
 #[test]
@@ -798,6 +803,12 @@ fn kills_come_last_flags_a_kill_before_its_wait_and_an_unasked_kill() {
     assert!(found[0].detail.contains("after its launch"), "{}", found[0].detail);
     let unasked = vec![start(10, 1, "config-1"), exit(900, 1, "kill")];
     let found = run(kills_come_last, unasked);
+    assert!(found[0].detail.contains("no CLI had asked it to stop"), "{}", found[0].detail);
+    // A launch that came up and that the metadata names is in use: killing it unasked is not
+    // giving up on a launch.
+    let ready = vec![cli_launch(0, 1, 1), start(10, 1, "config-1"), exit(10_100, 1, "kill")];
+    let found = run(kills_come_last, ready);
+    assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("no CLI had asked it to stop"), "{}", found[0].detail);
 }
 

@@ -111,11 +111,10 @@ pub enum DaemonFault {
     },
 }
 
-/// A moment of the workload a timed fault's onset may wait for: from its `at_ms`, the fault
-/// starts at the first such moment, or once the CLI has run every invocation if none comes (a
-/// windowed fault's end moves with its start). It aims a fault at a phase that lasts a tick or
-/// two (the daemon asks for the next page at once) or comes only after another fault (a
-/// restart), which an onset drawn in time hardly ever meets.
+/// A moment of the workload a timed fault's onset may wait for (a windowed fault's end keeps
+/// its distance from the start). It aims a fault at a phase that lasts a tick or two (the
+/// daemon asks for the next page at once) or comes only after another fault (a restart), which
+/// an onset drawn in time hardly ever meets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Anchor {
@@ -123,7 +122,10 @@ pub enum Anchor {
     BeforeDispatch,
     /// The MCP server has just answered a page with a next cursor.
     BetweenPages,
-    /// An action has just begun restarting its daemon after a transport failure.
+    /// An action has just begun restarting its daemon after a transport failure. Restarts are
+    /// rare and may come early: the fault starts at the first one before its `at_ms`, else at
+    /// its `at_ms`. (The others wait from `at_ms` for their moment, or for the CLI to have run
+    /// every invocation.)
     Recovery,
 }
 
@@ -223,18 +225,18 @@ impl DaemonFault {
         }
     }
 
-    /// A timed fault's onset, to edit: its `at_ms` and its anchor (`None` for a fault placed
-    /// at time 0).
-    pub fn onset_mut(&mut self) -> Option<(&mut u64, &mut Option<Anchor>)> {
+    /// A timed fault's anchor, to set (`None` for a fault placed at time 0, which has no onset
+    /// to anchor).
+    pub fn anchor_mut(&mut self) -> Option<&mut Option<Anchor>> {
         match self {
-            Self::DaemonStall { at_ms, anchor, .. }
-            | Self::CrossedFrames { at_ms, anchor, .. }
-            | Self::ProcessHang { at_ms, anchor, .. }
-            | Self::StaleLock { at_ms, anchor, .. }
-            | Self::DaemonCrash { at_ms, anchor, .. }
-            | Self::SocketReset { at_ms, anchor, .. }
-            | Self::ConfigEdit { at_ms, anchor, .. }
-            | Self::PeerStart { at_ms, anchor, .. } => Some((at_ms, anchor)),
+            Self::DaemonStall { anchor, .. }
+            | Self::CrossedFrames { anchor, .. }
+            | Self::ProcessHang { anchor, .. }
+            | Self::StaleLock { anchor, .. }
+            | Self::DaemonCrash { anchor, .. }
+            | Self::SocketReset { anchor, .. }
+            | Self::ConfigEdit { anchor, .. }
+            | Self::PeerStart { anchor, .. } => Some(anchor),
             _ => None,
         }
     }

@@ -265,13 +265,16 @@ pub fn launch_after_the_old_one_went(facts: &Facts<'_>) -> Vec<Violation> {
 
 /// Kills come last, as the process table shows: the CLI kills (`daemon.exit reason=kill`) only
 /// a daemon it asked to stop, and only once the stop wait since that `cli.stop` is over, or one
-/// it launched that never came up, once the ready wait is over. A daemon killed sooner loses the
-/// graceful exit that removes its own metadata; one killed unasked loses its users' work.
+/// it launched that the metadata does not name (it never came up, or a peer's `daemon start`
+/// took the metadata over before the CLI saw it), once the ready wait is over. A daemon killed
+/// sooner loses the graceful exit that removes its own metadata; one killed unasked loses its
+/// users' work.
 pub fn kills_come_last(facts: &Facts<'_>) -> Vec<Violation> {
     let slack = facts.slack_ms;
     let mut stopped: BTreeMap<u64, u64> = BTreeMap::new();
     let mut launched: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut started: BTreeMap<u64, u64> = BTreeMap::new();
+    // The pid the metadata names: the last daemon to come up, until it exits.
+    let mut named: Option<u64> = None;
     let mut found = Vec::new();
     for (index, event) in facts.trace.events.iter().enumerate() {
         match event.kind.as_str() {
@@ -281,14 +284,17 @@ pub fn kills_come_last(facts: &Facts<'_>) -> Vec<Violation> {
             kind::CLI_LAUNCH => {
                 launched.insert(event.num("pid"), event.at_ms);
             }
-            kind::DAEMON_START => {
-                started.insert(event.num("pid"), event.at_ms);
+            kind::DAEMON_START => named = Some(event.num("pid")),
+            kind::DAEMON_EXIT if event.text("reason") != "kill" => {
+                if named == Some(event.num("pid")) && event.text("reason") == "stop" {
+                    named = None;
+                }
             }
-            kind::DAEMON_EXIT if event.text("reason") == "kill" => {
+            kind::DAEMON_EXIT => {
                 let pid = event.num("pid");
                 let (wait, since, what) = match (stopped.get(&pid), launched.get(&pid)) {
                     (Some(&at), _) => (STOP_WAIT_MS, at, "the stop sent"),
-                    (None, Some(&at)) if !started.contains_key(&pid) => (READY_WAIT_MS, at, "its launch"),
+                    (None, Some(&at)) if named != Some(pid) => (READY_WAIT_MS, at, "its launch"),
                     _ => {
                         let detail = format!("pid {pid} was killed at {} ms, though no CLI had asked it to stop", event.at_ms);
                         found.push(facts.violation("kills_come_last", index, detail));

@@ -176,7 +176,9 @@ pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
             let span_ms = invocations.last().map_or(0, |i| i.at_ms) + 1_500;
             let choices: Vec<BoxedStrategy<DaemonFault>> = kinds
                 .iter()
-                .map(|kind| anchored_onset(operation(kind, span_ms, &timing, &invocations)))
+                // Anchored less often than single-client faults: the races here need
+                // operations at the times drawn around the clustered invocations.
+                .map(|kind| anchored_onset(operation(kind, span_ms, &timing, &invocations), 4))
                 .collect();
             let faults = crate::swarm::plan(choices, 1..=4);
             let mut profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();

@@ -164,13 +164,20 @@ impl Driver {
     }
 }
 
-/// The fault plan's phases; an anchored start waits for its moment as long as the CLI runs.
+/// The fault plan's phases. A start anchored to a request's phase waits from its `at_ms` for
+/// the next such moment, as long as the CLI runs; one anchored to a restart starts at the first
+/// restart before its `at_ms`, or at its `at_ms` (restarts are rare: it stays a timed fault).
 fn schedule(faults: &[DaemonFault]) -> Vec<Scheduled> {
     let mut schedule = family::schedule(faults, DaemonFault::window);
     for phase in &mut schedule {
-        if phase.phase == family::Phase::Start && faults[phase.fault].anchor().is_some() {
-            phase.hold_ms = u64::MAX;
+        if phase.phase != family::Phase::Start {
+            continue;
         }
+        phase.watch = match faults[phase.fault].anchor() {
+            None => None,
+            Some(Anchor::Recovery) => Some((0, phase.at_ms)),
+            Some(_) => Some((phase.at_ms, u64::MAX)),
+        };
     }
     schedule
 }
@@ -203,7 +210,7 @@ impl family::Driver for Driver {
         };
         let now = self.moments(anchor);
         let since = *self.baselines.borrow_mut().entry(scheduled.fault).or_insert(now);
-        since < now || lock(&self.cli).finished
+        since < now || (anchor != Anchor::Recovery && lock(&self.cli).finished)
     }
 
     fn apply(&self, scheduled: &Scheduled, _sim: &mut turmoil::Sim<'_>) {

@@ -169,27 +169,23 @@ fn workload(timing: Timing) -> impl Strategy<Value = Vec<Invocation>> {
     })
 }
 
-/// A fault whose onset (if it has one) is, one time in two, anchored to a moment of the
-/// workload: just after a CLI writes a request, just after a page with a next cursor, or just
-/// after an action begins restarting. Those phases last a tick or two, or come only after
-/// another fault, so onsets drawn in time alone hardly ever meet them. A restart may come
-/// early, so an onset anchored to one waits from the start. Shrinks to no anchor.
-pub(super) fn anchored_onset(fault: BoxedStrategy<DaemonFault>) -> BoxedStrategy<DaemonFault> {
+/// A fault whose onset (if it has one) is, one time in `1 + plain`, anchored to a moment of
+/// the workload: just after a CLI writes a request, just after a page with a next cursor, or
+/// just after an action begins restarting. Those phases last a tick or two, or come only after
+/// another fault, so onsets drawn in time alone hardly ever meet them. Shrinks to no anchor.
+pub(super) fn anchored_onset(fault: BoxedStrategy<DaemonFault>, plain: u32) -> BoxedStrategy<DaemonFault> {
     let anchor = prop_oneof![
-        1 => Just(None),
+        plain => Just(None),
         1 => prop_oneof![
             1 => Just(Some(Anchor::BeforeDispatch)),
-            1 => Just(Some(Anchor::BetweenPages)),
+            2 => Just(Some(Anchor::BetweenPages)),
             2 => Just(Some(Anchor::Recovery)),
         ],
     ];
     (fault, anchor)
         .prop_map(|(mut fault, to)| {
-            if let Some((at_ms, anchor)) = fault.onset_mut() {
+            if let Some(anchor) = fault.anchor_mut() {
                 *anchor = to;
-                if to == Some(Anchor::Recovery) {
-                    *at_ms = 0;
-                }
             }
             fault
         })
@@ -347,7 +343,7 @@ pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
                 invocations.last().map_or(0, |i| i.at_ms) + 2 * *large_deadline(&timing).end();
             let choices: Vec<BoxedStrategy<DaemonFault>> = kinds
                 .iter()
-                .map(|kind| anchored_onset(fault(kind, &timing, &invocations, span_ms)))
+                .map(|kind| anchored_onset(fault(kind, &timing, &invocations, span_ms), 3))
                 .collect();
             let faults = crate::swarm::plan(choices, 0..=5);
             let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
