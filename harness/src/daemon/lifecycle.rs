@@ -285,11 +285,8 @@ pub fn kills_come_last(facts: &Facts<'_>) -> Vec<Violation> {
                 launched.insert(event.num("pid"), event.at_ms);
             }
             kind::DAEMON_START => named = Some(event.num("pid")),
-            kind::DAEMON_EXIT if event.text("reason") != "kill" => {
-                if named == Some(event.num("pid")) && event.text("reason") == "stop" {
-                    named = None;
-                }
-            }
+            kind::DAEMON_EXIT if event.text("reason") == "stop" && named == Some(event.num("pid")) => named = None,
+            kind::DAEMON_EXIT if event.text("reason") != "kill" => {}
             kind::DAEMON_EXIT => {
                 let pid = event.num("pid");
                 let (wait, since, what) = match (stopped.get(&pid), launched.get(&pid)) {
