@@ -212,17 +212,7 @@ impl DaemonFault {
 
     /// The moment a timed fault's onset waits for, if any.
     pub fn anchor(&self) -> Option<Anchor> {
-        match self {
-            Self::DaemonStall { anchor, .. }
-            | Self::CrossedFrames { anchor, .. }
-            | Self::ProcessHang { anchor, .. }
-            | Self::StaleLock { anchor, .. }
-            | Self::DaemonCrash { anchor, .. }
-            | Self::SocketReset { anchor, .. }
-            | Self::ConfigEdit { anchor, .. }
-            | Self::PeerStart { anchor, .. } => *anchor,
-            _ => None,
-        }
+        self.clone().anchor_mut().and_then(|anchor| *anchor)
     }
 
     /// A timed fault's anchor, to set (`None` for a fault placed at time 0, which has no onset

@@ -96,6 +96,8 @@ pub struct Driver {
     machine: Rc<Machine>,
     tokens: oauth::SharedIssued,
     strays: std::cell::RefCell<Vec<u64>>,
+    /// Each fault's anchor, read once: the step loop asks about it while the fault waits.
+    anchors: Vec<Option<Anchor>>,
     /// Per anchored fault waiting for its moment: its anchor's counter when it fell due.
     baselines: std::cell::RefCell<std::collections::BTreeMap<usize, u64>>,
 }
@@ -150,6 +152,7 @@ impl Driver {
             machine,
             tokens,
             strays: Default::default(),
+            anchors: scenario.faults.iter().map(DaemonFault::anchor).collect(),
             baselines: Default::default(),
         }
     }
@@ -205,7 +208,7 @@ impl family::Driver for Driver {
     }
 
     fn anchor_met(&self, scheduled: &Scheduled) -> bool {
-        let Some(anchor) = self.scenario.faults[scheduled.fault].anchor() else {
+        let Some(anchor) = self.anchors[scheduled.fault] else {
             return true;
         };
         let now = self.moments(anchor);
