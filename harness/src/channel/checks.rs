@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
-use crate::check::{capped, message};
+use crate::check::capped;
 use crate::schema::McpSchema;
+use super::rpc::{classify_value, Input};
 use crate::trace::{Trace, TraceEvent, Violation};
 
 /// The method of the bridge's decision notification.
@@ -80,7 +81,21 @@ pub struct Facts<'a> {
     by_key: BTreeMap<(String, String), Vec<usize>>,
     /// The bridge clock when the trace ends (or the bridge exited).
     pub end_ms: u64,
+    /// Each agent line, parsed once (by event index; `None` for other events): most checkers
+    /// read the agent's lines, and parsing them again per checker was a third of their cost.
+    lines: Vec<Option<AgentLine>>,
 }
+
+/// One line crossing the agent's stdio, parsed.
+struct AgentLine {
+    /// The JSON message (`None` when the line is not JSON).
+    msg: Option<Value>,
+    /// For a line the agent wrote, what it is owed ([`classify`]).
+    input: Option<Input>,
+}
+
+/// What [`Facts::msg`] gives for an event that is not an agent line.
+static NO_MESSAGE: Value = Value::Null;
 
 impl<'a> Facts<'a> {
     pub fn new(trace: &'a Trace, schema: &'a McpSchema) -> Self {
@@ -104,6 +119,7 @@ impl<'a> Facts<'a> {
             tracked: Vec::new(),
             by_key: BTreeMap::new(),
             end_ms: clock_base_ms + exit.map_or(0, |e| e.at_ms),
+            lines: trace.events.iter().map(AgentLine::of).collect(),
         };
         facts.track_entries();
         facts
@@ -183,6 +199,47 @@ impl<'a> Facts<'a> {
             .iter()
             .enumerate()
             .filter(|(_, e)| e.host == host::AGENT)
+    }
+
+    /// The JSON message of the agent line at event `index` (`Null` when it is not JSON or not
+    /// an agent line).
+    pub(crate) fn msg(&self, index: usize) -> &Value {
+        self.json(index).unwrap_or(&NO_MESSAGE)
+    }
+
+    /// The JSON message of the agent line at event `index`; `None` when it is not JSON.
+    pub(crate) fn json(&self, index: usize) -> Option<&Value> {
+        self.line(index)?.msg.as_ref()
+    }
+
+    /// What the line the agent wrote at event `index` is owed; `None` for any other event.
+    pub(crate) fn input(&self, index: usize) -> Option<&Input> {
+        self.line(index)?.input.as_ref()
+    }
+
+    fn line(&self, index: usize) -> Option<&AgentLine> {
+        self.lines.get(index)?.as_ref()
+    }
+}
+
+impl AgentLine {
+    /// The parsed line an agent event carries, if it is one.
+    fn of(event: &TraceEvent) -> Option<Self> {
+        let sent = match (event.host.as_str(), event.kind.as_str()) {
+            (host::AGENT, kind::MCP_SEND) => true,
+            (host::AGENT, kind::MCP_RECV) => false,
+            _ => return None,
+        };
+        let parsed = match event.get("msg") {
+            Some(Value::String(text)) => serde_json::from_str::<Value>(text).ok(),
+            Some(other) => Some(other.clone()),
+            None => None,
+        };
+        let input = sent.then(|| match &parsed {
+            Some(msg) => classify_value(msg.clone()),
+            None => Input::Error { id: None, code: -32700 },
+        });
+        Some(Self { msg: parsed, input })
     }
 }
 
@@ -424,12 +481,12 @@ pub fn one_owner_decision(facts: &Facts<'_>) -> Vec<Violation> {
         // Ids in any form a peer sends, normalised as MODEL.md §3.2 says (the model's reading).
         let canonical = |raw: &str| super::model::canonical_id(raw).unwrap_or_else(|| raw.to_lowercase());
         if event.kind == kind::MCP_SEND {
-            if let Some(raw) = permission_request_id(event) {
+            if let Some(raw) = permission_request_id(facts.input(index)) {
                 requested.insert(canonical(&raw), 0);
             }
             continue;
         }
-        let msg = message(event);
+        let msg = facts.msg(index);
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
         let id = canonical(params.get("request_id").and_then(Value::as_str).unwrap_or(""));
         if event.kind == kind::MCP_RECV
@@ -478,9 +535,9 @@ mod checks_rpc;
 pub use checks_rpc::replies_follow_jsonrpc;
 
 /// Whether an agent line is a well-formed permission request notification; its raw id.
-fn permission_request_id(event: &TraceEvent) -> Option<String> {
-    match super::rpc::classify(&event.text("msg")) {
-        super::rpc::Input::Notification { method, params } if method.ends_with("permission_request") => {
+fn permission_request_id(input: Option<&Input>) -> Option<String> {
+    match input? {
+        Input::Notification { method, params } if method.ends_with("permission_request") => {
             Some(params.get("request_id").and_then(Value::as_str).unwrap_or("").to_string())
         }
         _ => None,

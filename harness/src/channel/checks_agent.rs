@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use bridge_under_test::events::kind;
 use serde_json::Value;
 
-use super::super::rpc::{classify, Input};
+use super::super::rpc::Input;
 use super::Facts;
-use crate::check::{capped, message};
+use crate::check::capped;
 use crate::trace::Violation;
 
 /// The timeout a `wait_for_event` without one asks for (the bridge's documented default).
@@ -24,13 +24,12 @@ pub fn bounded_waits(facts: &Facts<'_>) -> Vec<Violation> {
     let mut open: BTreeMap<String, (usize, u64, u64)> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts.agent_events() {
-        let msg = message(event);
-        if event.kind == kind::MCP_SEND {
+        let msg = facts.msg(index);
+        if let Some(input) = facts.input(index) {
             // Only a line owed a reply with an id opens one (a malformed id gets none back).
-            let input = classify(&event.text("msg"));
             if let Some(id) = input.reply_id() {
                 let served = matches!(input, Input::Request { .. });
-                let bound = if served { wait_bound(facts, &msg) } else { 0 } + facts.slack_ms;
+                let bound = if served { wait_bound(facts, msg) } else { 0 } + facts.slack_ms;
                 open.insert(id.to_string(), (index, event.at_ms, bound));
             }
             continue;
@@ -89,7 +88,7 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
     let mut methods: BTreeMap<String, String> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts.agent_events() {
-        let msg = message(event);
+        let msg = facts.msg(index);
         let id = msg
             .get("id")
             .filter(|id| !id.is_null())
@@ -102,10 +101,10 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
                 // A line the agent writes malformed on purpose (a bad envelope, an unknown
                 // tool) is an input to judge the bridge by, not a message of a conforming peer.
                 // So is a request's method sent as a notification (a `ping` without an id).
-                match classify(&event.text("msg")) {
-                    Input::Request { .. } => facts.schema.validate_client_message(&msg),
-                    Input::Notification { method, .. } if method.starts_with("notifications/") => {
-                        facts.schema.validate_client_message(&msg)
+                match facts.input(index) {
+                    Some(Input::Request { .. }) => facts.schema.validate_client_message(msg),
+                    Some(Input::Notification { method, .. }) if method.starts_with("notifications/") => {
+                        facts.schema.validate_client_message(msg)
                     }
                     _ => Ok(()),
                 }
@@ -114,7 +113,7 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
                 let answering = id.and_then(|id| methods.get(&id).cloned());
                 facts
                     .schema
-                    .validate_server_message(&msg, answering.as_deref())
+                    .validate_server_message(msg, answering.as_deref())
             }
             _ => Ok(()),
         };

@@ -9,7 +9,7 @@ use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
 use super::{owner_reply, Facts, PERMISSION};
-use crate::check::{capped, message};
+use crate::check::capped;
 use crate::trace::Violation;
 
 /// Every decision the agent receives answers exactly one owner reply (in the bridge's session,
@@ -45,7 +45,7 @@ pub fn decision_answers_reply(facts: &Facts<'_>) -> Vec<Violation> {
                 }
             }
             (host::AGENT, kind::MCP_SEND) => {
-                let raw = super::permission_request_id(event);
+                let raw = super::permission_request_id(facts.input(index));
                 if let Some(id) = raw.as_deref().and_then(crate::channel::model::canonical_id) {
                     // The window runs from the latest ask: a repeat while the first is pending
                     // keeps the first entry, but the first may have left unseen from here (the
@@ -64,7 +64,7 @@ pub fn decision_answers_reply(facts: &Facts<'_>) -> Vec<Violation> {
                 }
             }
             (host::AGENT, kind::MCP_RECV) => {
-                let msg = message(event);
+                let msg = facts.msg(index);
                 if msg.get("method").and_then(Value::as_str) != Some(PERMISSION) {
                     continue;
                 }
@@ -133,15 +133,15 @@ pub fn every_waiter_answered(facts: &Facts<'_>) -> Vec<Violation> {
         }
         if event.kind == kind::MCP_SEND {
             // What the line is owed follows from the line (a malformed one's error may have no id).
-            let input = crate::channel::rpc::classify(&event.text("msg"));
-            let waits = matches!(&input, crate::channel::rpc::Input::Request { params, .. }
+            let Some(input) = facts.input(index) else { continue };
+            let waits = matches!(input, crate::channel::rpc::Input::Request { params, .. }
                 if params.get("name").and_then(Value::as_str) == Some("wait_for_event"));
             if let Some(id) = input.reply_id() {
                 open.insert(id.to_string(), (index, event.at_ms, waits));
             }
             continue;
         }
-        let msg = message(event);
+        let msg = facts.msg(index);
         let Some(id) = msg.get("id").filter(|id| !id.is_null()).map(Value::to_string) else {
             continue;
         };
@@ -313,7 +313,7 @@ pub fn one_event_per_gateway_event(facts: &Facts<'_>) -> Vec<Violation> {
                 *unseen.entry((name, id)).or_default() += 1;
             }
             (host::AGENT, kind::MCP_RECV) => {
-                let msg = message(event);
+                let msg = facts.msg(index);
                 let text = msg.pointer("/result/content/0/text").and_then(Value::as_str).unwrap_or("");
                 let Ok(body) = serde_json::from_str::<Value>(text) else { continue };
                 let Some(events) = body.get("events").and_then(Value::as_array) else { continue };

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, VecDeque};
 use bridge_under_test::events::kind;
 use serde_json::Value;
 
-use super::super::rpc::{classify, is_request_id, Input};
+use super::super::rpc::{is_request_id, Input};
 use super::{Facts, PERMISSION};
 use crate::check::capped;
 use crate::trace::Violation;
@@ -31,14 +31,13 @@ pub fn replies_follow_jsonrpc(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     let slack = facts.slack_ms;
     for (index, event) in facts.agent_events() {
-        let text = event.text("msg");
-        if event.kind == kind::MCP_SEND {
-            match classify(&text) {
+        if let Some(input) = facts.input(index) {
+            match input {
                 Input::Error { id: Some(id), code } => {
-                    owed.insert(id.to_string(), (index, event.at_ms, Some(code)));
+                    owed.insert(id.to_string(), (index, event.at_ms, Some(*code)));
                 }
                 Input::Error { id: None, code } => {
-                    anonymous.push_back((index, event.at_ms, Some(code)));
+                    anonymous.push_back((index, event.at_ms, Some(*code)));
                 }
                 Input::Request { id, .. } => {
                     owed.insert(id.to_string(), (index, event.at_ms, None));
@@ -50,9 +49,9 @@ pub fn replies_follow_jsonrpc(facts: &Facts<'_>) -> Vec<Violation> {
         if event.kind != kind::MCP_RECV {
             continue;
         }
-        let detail = match serde_json::from_str::<Value>(&text) {
-            Ok(msg) => judge(&msg, event.at_ms, slack, &mut owed, &mut anonymous),
-            Err(_) => Some(format!("the agent read a line that is not JSON: {text}")),
+        let detail = match facts.json(index) {
+            Some(msg) => judge(msg, event.at_ms, slack, &mut owed, &mut anonymous),
+            None => Some(format!("the agent read a line that is not JSON: {}", event.text("msg"))),
         };
         if let Some(detail) = detail {
             found.push(facts.violation("replies_follow_jsonrpc", index, detail));

@@ -17,9 +17,8 @@ use bridge_under_test::events::{host, kind};
 use serde_json::{json, Value};
 
 use super::checks::Facts;
-use super::rpc::{self, Input};
-use crate::check::message;
-use crate::trace::{TraceEvent, Violation};
+use super::rpc::Input;
+use crate::trace::Violation;
 
 /// The most events one `wait_for_event` returns (MODEL.md §3.3: poll limit ≤ 200).
 const POLL_LIMIT_MAX: u64 = 200;
@@ -227,10 +226,10 @@ impl Model {
     }
 
     /// One line the bridge read from the agent: what it is owed follows from the line alone
-    /// ([`rpc::classify`]), and what a request's reply holds from the model's state.
-    pub fn line(&mut self, now_ms: u64, text: &str) -> Vec<Expect> {
+    /// ([`super::rpc::classify`]), and what a request's reply holds from the model's state.
+    pub fn line(&mut self, now_ms: u64, input: Input) -> Vec<Expect> {
         self.expire(now_ms);
-        let out = match rpc::classify(text) {
+        let out = match input {
             Input::Error { id, code } => {
                 vec![Expect::Reply { id: id.unwrap_or(Value::Null), body: Body::Error(code) }]
             }
@@ -444,17 +443,13 @@ pub fn model_agrees(facts: &Facts<'_>) -> Vec<Violation> {
     let base = facts.clock_base_ms;
     let trace = facts.trace;
     let mut model = Model::new(ModelSpec::of(facts));
-    let sent: Vec<&TraceEvent> = trace
-        .events
-        .iter()
-        .filter(|e| e.host == host::AGENT && e.kind == kind::MCP_SEND)
-        .collect();
+    let sent: Vec<&Input> = (0..trace.events.len()).filter_map(|i| facts.input(i)).collect();
     let mut received = trace
         .events
         .iter()
         .enumerate()
         .filter(|(_, e)| e.host == host::AGENT && e.kind == kind::MCP_RECV)
-        .map(|(i, e)| (i, message(e)));
+        .map(|(i, _)| (i, facts.msg(i)));
     let mut lines = 0usize;
     let mut expected: VecDeque<(usize, Expect)> = VecDeque::new();
     let fail = |index: usize, detail: String| vec![facts.violation("model_agrees", index, detail)];
@@ -469,7 +464,7 @@ pub fn model_agrees(facts: &Facts<'_>) -> Vec<Violation> {
                     return fail(index, format!("the bridge read line {} the agent never sent", lines + 1));
                 };
                 lines += 1;
-                model.line(event.num("now_ms"), &line.text("msg"))
+                model.line(event.num("now_ms"), (*line).clone())
             }
             (host::BRIDGE, kind::CHANNEL_FRAME) => model.frame(event.num("now_ms"), &event.text("text")),
             (host::BRIDGE, kind::CHANNEL_CLOSE) => {
@@ -483,11 +478,11 @@ pub fn model_agrees(facts: &Facts<'_>) -> Vec<Violation> {
                 }
             }
             (host::AGENT, kind::MCP_RECV) => {
-                let (at, msg) = received.next().unwrap_or((index, Value::Null));
+                let (at, msg) = received.next().unwrap_or((index, &Value::Null));
                 let Some((cause, expect)) = expected.pop_front() else {
                     return fail(at, format!("the agent read {msg}, which the model does not predict"));
                 };
-                if !matches(&expect, &msg) {
+                if !matches(&expect, msg) {
                     let cause_at = trace.events[cause].at_ms;
                     return fail(at, format!("the model predicts {expect} (from the input at {cause_at} ms), the agent read {msg}"));
                 }
