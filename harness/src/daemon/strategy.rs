@@ -130,6 +130,22 @@ fn large_deadline(timing: &Timing) -> std::ops::RangeInclusive<u64> {
     }
 }
 
+/// A small caller deadline: shorter than the default frame interval (250 ms), so the first
+/// frame and the cadence are what keep the call alive. Only with compressed timing: a fine tick
+/// over MODEL.md's minutes is too slow.
+fn small_deadline(timing: &Timing) -> std::ops::RangeInclusive<u64> {
+    if *timing == Timing::default() {
+        1_000..=2_000
+    } else {
+        10..=240
+    }
+}
+
+/// A caller deadline at either scale, small one time in four.
+fn deadline(timing: &Timing) -> impl Strategy<Value = u64> {
+    prop_oneof![3 => large_deadline(timing), 1 => small_deadline(timing)]
+}
+
 fn invocation(timing: Timing) -> impl Strategy<Value = Invocation> {
     let method = prop_oneof![
         4 => Just(Method::ListTools),
@@ -139,7 +155,7 @@ fn invocation(timing: Timing) -> impl Strategy<Value = Invocation> {
         1 => Just(Method::CloseServer),
         1 => Just(Method::ListPrompts),
     ];
-    let timeout = prop::option::weighted(0.6, large_deadline(&timing));
+    let timeout = prop::option::weighted(0.6, deadline(&timing));
     (0u64..=1_500, method, timeout).prop_map(|(at_ms, method, timeout_ms)| Invocation {
         at_ms,
         method,
@@ -233,7 +249,7 @@ fn fault(
     kind: &'static str,
     timing: &Timing,
     invocations: &[Invocation],
-    span_ms: u64,
+    (span_ms, pages): (u64, u32),
 ) -> BoxedStrategy<DaemonFault> {
     let starts: Vec<u64> = invocations.iter().map(|i| i.at_ms).collect();
     let actions = starts.len();
@@ -250,10 +266,11 @@ fn fault(
             .prop_map(|delay_ms| DaemonFault::ApprovalDelay { delay_ms })
             .boxed(),
         "approval_never" => Just(DaemonFault::ApprovalNever).boxed(),
-        "page_delay" => (1u32..=4, 20..=big)
+        // Pages the listing has: a fault on a page past the last never fires.
+        "page_delay" => (1..=pages.max(1), 20..=big)
             .prop_map(|(page, delay_ms)| DaemonFault::PageDelay { page, delay_ms })
             .boxed(),
-        "repeated_cursor" => (2u32..=4)
+        "repeated_cursor" => (2..=pages.max(2))
             .prop_map(|page| DaemonFault::RepeatedCursor { page })
             .boxed(),
         "endless_cursors" => Just(DaemonFault::EndlessCursors).boxed(),
@@ -312,13 +329,7 @@ fn fault(
             .prop_map(|lifetime_ms| DaemonFault::TokenExpiry { lifetime_ms })
             .boxed(),
         _ => {
-            // Small deadlines only with compressed timing: a fine tick over minutes is too slow.
-            let small = if *timing == Timing::default() {
-                1_000u64..=2_000
-            } else {
-                10u64..=240
-            };
-            let deadline = prop_oneof![3 => small, 1 => large_deadline(timing)];
+            let deadline = prop_oneof![3 => small_deadline(timing), 1 => large_deadline(timing)];
             (1..=actions.max(1), deadline)
                 .prop_map(|(action, timeout_ms)| DaemonFault::CallerDeadline { action, timeout_ms })
                 .boxed()
@@ -343,7 +354,7 @@ pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
                 invocations.last().map_or(0, |i| i.at_ms) + 2 * *large_deadline(&timing).end();
             let choices: Vec<BoxedStrategy<DaemonFault>> = kinds
                 .iter()
-                .map(|kind| anchored_onset(fault(kind, &timing, &invocations, span_ms), 3))
+                .map(|kind| anchored_onset(fault(kind, &timing, &invocations, (span_ms, pages)), 3))
                 .collect();
             let faults = crate::swarm::plan(choices, 0..=5);
             let profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
