@@ -95,6 +95,7 @@
 //! | `cli.settled` | cli | `metadata` (the pid the metadata file names, 0 if none), `live` (live pids, comma-separated), `locks` (lock files held, as `name@pid`): the end-of-run resource report |
 //! | `cli.lock_break` | cli | `action`, `lock`, `holder` (the dead pid the lock file named): the CLI removed a stale lock |
 //! | `machine.lock` | the caller's | `lock`, `holder` (the pid the file names), `op` (`take`, `free`, `break`, `orphan`: its holder ended holding it): the filesystem's record of a lock file |
+//! | `machine.metadata` | the caller's | `pid` (the daemon the file names), `op` (`write`, `remove`): the filesystem's record of the daemon metadata file |
 //! | `daemon.launch` | daemon | `pid`: a daemon process starts (counted at the process table) |
 //! | `daemon.start` | daemon | `pid`, `socket`, `protocol_version`, `config` (fingerprint): listening, metadata written |
 //! | `daemon.exit` | daemon | `pid`, `reason` (`stop`, `crash`, `kill`, `superseded`: the metadata names another daemon and nothing was in flight) |
@@ -209,6 +210,7 @@ pub mod kind {
     pub const CLI_REPORT: &str = "cli.report";
     pub const CLI_SETTLED: &str = "cli.settled";
     pub const MACHINE_LOCK: &str = "machine.lock";
+    pub const MACHINE_METADATA: &str = "machine.metadata";
     pub const CLI_LOCK_BREAK: &str = "cli.lock_break";
     pub const DAEMON_LAUNCH: &str = "daemon.launch";
     pub const DAEMON_START: &str = "daemon.start";

@@ -90,7 +90,9 @@ impl Machine {
     }
 
     pub fn write_metadata(&self, metadata: Metadata) {
+        let pid = metadata.pid;
         self.state.borrow_mut().metadata = Some(metadata);
+        emit!(kind::MACHINE_METADATA, pid, op = "write");
     }
 
     /// Remove the metadata only if it names `pid`: a daemon never deletes another's file.
@@ -99,6 +101,8 @@ impl Machine {
         let own = state.metadata.as_ref().is_some_and(|m| m.pid == pid);
         if own {
             state.metadata = None;
+            drop(state);
+            emit!(kind::MACHINE_METADATA, pid, op = "remove");
         }
         own
     }

@@ -585,6 +585,12 @@ fn start(at_ms: u64, pid: u64, config: &str) -> TraceEvent {
     TraceEvent::new(at_ms, host::DAEMON, kind::DAEMON_START, &fields)
 }
 
+/// The filesystem's record of the metadata file: `op` is `write` or `remove`.
+fn metadata(at_ms: u64, pid: u64, op: &str) -> TraceEvent {
+    let fields = [("pid", json!(pid)), ("op", json!(op))];
+    TraceEvent::new(at_ms, host::DAEMON, kind::MACHINE_METADATA, &fields)
+}
+
 fn probe(at_ms: u64, action: u64, target: u64, active: &str) -> TraceEvent {
     let fields = [
         ("action", json!(action)),
@@ -788,8 +794,21 @@ fn kills_come_last_passes_kills_after_the_stop_and_ready_waits() {
     // Hunt seed 7 (v1.daemon.none.33669e02b7997399): the launched daemon came up, but a peer's
     // `daemon start` took the metadata over at once; the CLI never saw its launch ready and
     // killed it after the ready wait.
-    let displaced = vec![cli_launch(0, 1, 1), start(0, 1, "config-1"), start(10, 2, "config-1"), exit(10_000, 1, "kill")];
-    assert_eq!(run(kills_come_last, displaced), vec![]);
+    let displaced = vec![
+        cli_launch(0, 1, 1),
+        metadata(0, 1, "write"),
+        start(0, 1, "config-1"),
+        metadata(10, 2, "write"),
+        start(10, 2, "config-1"),
+        exit(10_000, 1, "kill"),
+    ];
+    assert_eq!(run(kills_come_last, displaced.clone()), vec![]);
+    // The daemon's own `daemon.start` is no record of the file: without the peer's write, the
+    // metadata still names the launch, and killing it is unasked.
+    let mut unrecorded = displaced;
+    unrecorded.remove(3);
+    let found = run(kills_come_last, unrecorded);
+    assert!(found[0].detail.contains("no CLI had asked it to stop"), "{found:?}");
 }
 
 #[test]
@@ -806,7 +825,7 @@ fn kills_come_last_flags_a_kill_before_its_wait_and_an_unasked_kill() {
     assert!(found[0].detail.contains("no CLI had asked it to stop"), "{}", found[0].detail);
     // A launch that came up and that the metadata names is in use: killing it unasked is not
     // giving up on a launch.
-    let ready = vec![cli_launch(0, 1, 1), start(10, 1, "config-1"), exit(10_100, 1, "kill")];
+    let ready = vec![cli_launch(0, 1, 1), metadata(10, 1, "write"), start(10, 1, "config-1"), exit(10_100, 1, "kill")];
     let found = run(kills_come_last, ready);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("no CLI had asked it to stop"), "{}", found[0].detail);
@@ -1027,10 +1046,13 @@ fn quiescence_passes_an_idle_settled_run() {
         report(1_000, 1, "0"),
         settled(1_000, 1, "1", ""),
     ];
+    let mut idle = idle;
+    idle.insert(1, metadata(0, 1, "write"));
     assert_eq!(run(quiescence, idle), vec![]);
     // A crashed daemon cannot remove its metadata.
     let crashed = vec![
         fault(0, "heal", "start"),
+        metadata(0, 1, "write"),
         exit(300, 1, "crash"),
         settled(1_000, 1, "", ""),
     ];
@@ -1042,6 +1064,7 @@ fn quiescence_flags_a_busy_daemon_a_stale_file_and_a_held_lock() {
     let mut events = reset_then_drain(210, "1");
     events.insert(0, fault(0, "heal", "start"));
     events.push(report(4_000, 1, "1"));
+    events.push(metadata(4_050, 2, "write"));
     events.push(exit(4_100, 2, "stop"));
     events.push(settled(4_200, 2, "1", "start"));
     let found = run(quiescence, events);
@@ -1049,6 +1072,28 @@ fn quiescence_flags_a_busy_daemon_a_stale_file_and_a_held_lock() {
     assert!(found[0].detail.contains("reported 1"), "{found:?}");
     assert!(found[1].detail.contains("not running"), "{found:?}");
     assert!(found[2].detail.contains("start"), "{found:?}");
+}
+
+#[test]
+fn quiescence_holds_the_reports_metadata_against_the_filesystems_record() {
+    // pid 1 removed its file on the way out, yet the report says the file names it.
+    let events = vec![
+        fault(0, "heal", "start"),
+        metadata(0, 1, "write"),
+        metadata(900, 1, "remove"),
+        settled(1_000, 1, "1", ""),
+    ];
+    let found = run(quiescence, events);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("the filesystem's record says 0"), "{found:?}");
+    // A remove of another daemon's file is no removal (a daemon never deletes another's).
+    let others = vec![
+        fault(0, "heal", "start"),
+        metadata(0, 1, "write"),
+        metadata(900, 2, "remove"),
+        settled(1_000, 1, "1", ""),
+    ];
+    assert_eq!(run(quiescence, others), vec![]);
 }
 
 #[test]
@@ -1145,9 +1190,10 @@ fn quiescence_excuses_a_daemon_that_exited_while_the_report_asked_it() {
         let fields = [("pid", json!(pid)), ("answered", json!(false)), ("active", json!(""))];
         TraceEvent::new(1_000, host::CLI, kind::CLI_REPORT, &fields)
     };
-    let gone = vec![fault(0, "heal", "start"), unanswered(3), settled(1_010, 4, "4", "")];
+    let written = metadata(0, 4, "write");
+    let gone = vec![fault(0, "heal", "start"), written.clone(), unanswered(3), settled(1_010, 4, "4", "")];
     assert_eq!(run(quiescence, gone), vec![]);
-    let silent = vec![fault(0, "heal", "start"), unanswered(4), settled(1_010, 4, "4", "")];
+    let silent = vec![fault(0, "heal", "start"), written, unanswered(4), settled(1_010, 4, "4", "")];
     assert_eq!(run(quiescence, silent).len(), 1);
 }
 

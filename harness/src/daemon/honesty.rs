@@ -306,7 +306,19 @@ pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
         };
         found.push(facts.violation("quiescence", index, detail));
     }
+    // The report's metadata, held against the filesystem's record of the file.
     let metadata = settled.num("metadata");
+    let recorded = facts.trace.events[..settled_index]
+        .iter()
+        .filter(|e| e.kind == kind::MACHINE_METADATA)
+        .fold(None, super::lifecycle::metadata_after)
+        .unwrap_or(0);
+    if recorded != metadata {
+        let detail = format!(
+            "the end-of-run report says the metadata file names pid {metadata}; the filesystem's record says {recorded}"
+        );
+        found.push(facts.violation("quiescence", settled_index, detail));
+    }
     let live = settled.text("live");
     let alive = live.split(',').any(|p| p == metadata.to_string());
     let crashed = facts

@@ -273,7 +273,7 @@ pub fn kills_come_last(facts: &Facts<'_>) -> Vec<Violation> {
     let slack = facts.slack_ms;
     let mut stopped: BTreeMap<u64, u64> = BTreeMap::new();
     let mut launched: BTreeMap<u64, u64> = BTreeMap::new();
-    // The pid the metadata names: the last daemon to come up, until it exits.
+    // The pid the metadata file names, as the filesystem recorded it.
     let mut named: Option<u64> = None;
     let mut found = Vec::new();
     for (index, event) in facts.trace.events.iter().enumerate() {
@@ -284,8 +284,7 @@ pub fn kills_come_last(facts: &Facts<'_>) -> Vec<Violation> {
             kind::CLI_LAUNCH => {
                 launched.insert(event.num("pid"), event.at_ms);
             }
-            kind::DAEMON_START => named = Some(event.num("pid")),
-            kind::DAEMON_EXIT if event.text("reason") == "stop" && named == Some(event.num("pid")) => named = None,
+            kind::MACHINE_METADATA => named = metadata_after(named, event),
             kind::DAEMON_EXIT if event.text("reason") != "kill" => {}
             kind::DAEMON_EXIT => {
                 let pid = event.num("pid");
@@ -310,6 +309,16 @@ pub fn kills_come_last(facts: &Facts<'_>) -> Vec<Violation> {
         }
     }
     capped(found)
+}
+
+/// The pid the metadata file names after a `machine.metadata` record, given the one before.
+pub(super) fn metadata_after(named: Option<u64>, event: &TraceEvent) -> Option<u64> {
+    let pid = event.num("pid");
+    match event.text("op").as_str() {
+        "write" => Some(pid),
+        "remove" if named == Some(pid) => None,
+        _ => named,
+    }
 }
 
 /// Mixed versions keep working: a protocol-1 client never gets a reply it cannot parse.
