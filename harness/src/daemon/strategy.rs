@@ -274,12 +274,9 @@ fn fault(
             .prop_map(|page| DaemonFault::RepeatedCursor { page })
             .boxed(),
         "endless_cursors" => Just(DaemonFault::EndlessCursors).boxed(),
-        "wedged_method" => prop::sample::select(vec![
-            "tools/call",
-            "resources/list",
-            "resources/read",
-            "tools/list",
-        ])
+        // An upstream method the workload calls (any, if it calls none): a wedge nobody
+        // calls never fires.
+        "wedged_method" => prop::sample::select(wedgeable(invocations))
         .prop_map(|method| DaemonFault::WedgedMethod {
             method: method.to_string(),
         })
@@ -335,6 +332,28 @@ fn fault(
                 .boxed()
         }
     }
+}
+
+/// The upstream MCP methods the invocations call, in workload order without repeats; every
+/// one when they call none.
+fn wedgeable(invocations: &[Invocation]) -> Vec<&'static str> {
+    let mut methods: Vec<&'static str> = Vec::new();
+    for invocation in invocations {
+        let upstream = match invocation.method {
+            Method::ListTools => "tools/list",
+            Method::CallTool { .. } => "tools/call",
+            Method::ListResources => "resources/list",
+            Method::ReadResource => "resources/read",
+            Method::CloseServer | Method::ListPrompts => continue,
+        };
+        if !methods.contains(&upstream) {
+            methods.push(upstream);
+        }
+    }
+    if methods.is_empty() {
+        methods = vec!["tools/call", "resources/list", "resources/read", "tools/list"];
+    }
+    methods
 }
 
 /// A whole daemon scenario with the given bug switches.
