@@ -1551,3 +1551,31 @@ fn unknown_methods_refused_flags_a_success_upstream_work_and_a_wrong_error() {
     let found = run(crate::daemon::honesty::unknown_methods_refused, busy);
     assert_eq!(found.len(), 1, "{found:?}");
 }
+
+#[test]
+fn bounded_waits_flags_a_budget_given_up_before_it_ran_out() {
+    // A protocol-2 callTool with a 400 ms idle budget: its last own frame is at 20 ms.
+    let idle = |failed_at: u64| {
+        vec![
+            action(0, 1),
+            send(10, 1, 1, "callTool", Some(400)),
+            frame(20, "a1.1"),
+            fail(failed_at, "a1.1", "idle"),
+            done_with(failed_at, 1, "idle"),
+        ]
+    };
+    assert_eq!(run(bounded_waits, idle(425)), vec![]);
+    let found = run(bounded_waits, idle(200));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("gave up after 180 ms of its 400 ms idle budget"), "{found:?}");
+    // A protocol-1 exchange's fixed budget runs from the send, never re-armed.
+    let fixed = vec![
+        action(0, 1),
+        send_v1(10, 1, "listTools"),
+        fail(3_010, "a1.1", "budget"),
+        done_with(3_010, 1, "budget"),
+    ];
+    let found = run(bounded_waits, fixed);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("gave up after 3000 ms of its"), "{found:?}");
+}

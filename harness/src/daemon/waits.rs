@@ -124,7 +124,9 @@ fn state_bound_ms(kind: &str) -> Option<(u64, &'static str)> {
 /// its own observations show —
 /// - an open request ends within its socket budget after the last frame that carried its own id
 ///   on its own connection (frames for other requests re-arm nothing), or within the fixed
-///   budget from the send for a protocol-1 exchange;
+///   budget from the send for a protocol-1 exchange; and a budget that expires (`idle`,
+///   `budget`) was waited in full: a CLI that gives up sooner fails a request its daemon may
+///   still have answered;
 /// - once the daemon's response is on the wire, the request ends at once, even on a connection
 ///   the daemon keeps open after it;
 /// - after an attempt ends, a stop, a launch, a probe, a restart or a replacement, the action
@@ -159,7 +161,18 @@ pub fn bounded_waits(facts: &Facts<'_>) -> Vec<Violation> {
                 })
             }
         };
-        if let Some(problem) = late {
+        let expired = end.filter(|e| e.transport && matches!(e.code.as_str(), "idle" | "budget"));
+        let early = expired.and_then(|e| {
+            let (waited, ms, kind) = match budget(facts, attempt) {
+                Budget::Idle(ms) => {
+                    let last = heard.iter().copied().filter(|at| *at <= e.at_ms).max();
+                    (e.at_ms.saturating_sub(last.unwrap_or(attempt.at_ms).max(attempt.at_ms)), ms, "idle")
+                }
+                Budget::Fixed(ms) => (e.at_ms.saturating_sub(attempt.at_ms), ms, "fixed"),
+            };
+            (waited + slack < ms).then(|| format!("gave up after {waited} ms of its {ms} ms {kind} budget"))
+        });
+        if let Some(problem) = late.or(early) {
             let detail = format!("{} {} {problem}", attempt.method, attempt.id);
             found.push(facts.violation("bounded_waits", index, detail));
             continue;
