@@ -79,6 +79,13 @@ pub struct End {
     pub transport: bool,
 }
 
+impl End {
+    /// The CLI gave up on its socket budget (`idle` re-armed by frames, or a fixed `budget`).
+    pub fn expired(&self) -> bool {
+        self.transport && matches!(self.code.as_str(), "idle" | "budget")
+    }
+}
+
 /// One request the CLI sent (one connection).
 #[derive(Debug, Clone)]
 pub struct Attempt {
@@ -343,10 +350,7 @@ pub fn no_early_timeout(facts: &Facts<'_>) -> Vec<Violation> {
     for attempt in &facts.attempts {
         let Some(end) = &attempt.end else { continue };
         let elapsed = end.at_ms - attempt.at_ms.min(end.at_ms);
-        if end.transport
-            && matches!(end.code.as_str(), "idle" | "budget")
-            && !facts.disrupted(attempt.action)
-        {
+        if end.expired() && !facts.disrupted(attempt.action) {
             let detail = format!(
                 "{} {} failed with a transport {} after {elapsed} ms while the daemon was healthy",
                 attempt.method, attempt.id, end.code

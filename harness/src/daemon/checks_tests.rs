@@ -1040,14 +1040,13 @@ fn justified_refusal_flags_a_drain_of_nothing_and_a_retried_refusal() {
 fn quiescence_passes_an_idle_settled_run() {
     let idle = vec![
         fault(0, "heal", "start"),
+        metadata(0, 1, "write"),
         action(0, 1),
         send_to(10, 1, 1, 1),
         reply(500, "a1.1", ""),
         report(1_000, 1, "0"),
         settled(1_000, 1, "1", ""),
     ];
-    let mut idle = idle;
-    idle.insert(1, metadata(0, 1, "write"));
     assert_eq!(run(quiescence, idle), vec![]);
     // A crashed daemon cannot remove its metadata.
     let crashed = vec![
@@ -1076,24 +1075,21 @@ fn quiescence_flags_a_busy_daemon_a_stale_file_and_a_held_lock() {
 
 #[test]
 fn quiescence_holds_the_reports_metadata_against_the_filesystems_record() {
+    // pid 1's file is written, then `remover` asks to remove it; the report says pid 1.
+    let removed_by = |remover: u64| {
+        vec![
+            fault(0, "heal", "start"),
+            metadata(0, 1, "write"),
+            metadata(900, remover, "remove"),
+            settled(1_000, 1, "1", ""),
+        ]
+    };
     // pid 1 removed its file on the way out, yet the report says the file names it.
-    let events = vec![
-        fault(0, "heal", "start"),
-        metadata(0, 1, "write"),
-        metadata(900, 1, "remove"),
-        settled(1_000, 1, "1", ""),
-    ];
-    let found = run(quiescence, events);
+    let found = run(quiescence, removed_by(1));
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("the filesystem's record says 0"), "{found:?}");
     // A remove of another daemon's file is no removal (a daemon never deletes another's).
-    let others = vec![
-        fault(0, "heal", "start"),
-        metadata(0, 1, "write"),
-        metadata(900, 2, "remove"),
-        settled(1_000, 1, "1", ""),
-    ];
-    assert_eq!(run(quiescence, others), vec![]);
+    assert_eq!(run(quiescence, removed_by(2)), vec![]);
 }
 
 #[test]

@@ -130,9 +130,9 @@ fn large_deadline(timing: &Timing) -> std::ops::RangeInclusive<u64> {
     }
 }
 
-/// A small caller deadline: shorter than the default frame interval (250 ms), so the first
-/// frame and the cadence are what keep the call alive. Only with compressed timing: a fine tick
-/// over MODEL.md's minutes is too slow.
+/// A small caller deadline: with compressed timing, shorter than the default frame interval
+/// (250 ms), so the first frame and the cadence are what keep the call alive; with MODEL.md's
+/// timing 1–2 s, since a fine tick over its minutes is too slow.
 fn small_deadline(timing: &Timing) -> std::ops::RangeInclusive<u64> {
     if *timing == Timing::default() {
         1_000..=2_000

@@ -161,15 +161,15 @@ pub fn bounded_waits(facts: &Facts<'_>) -> Vec<Violation> {
                 })
             }
         };
-        let expired = end.filter(|e| e.transport && matches!(e.code.as_str(), "idle" | "budget"));
-        let early = expired.and_then(|e| {
-            let (waited, ms, kind) = match budget(facts, attempt) {
+        let early = end.filter(|e| e.expired()).and_then(|e| {
+            let (from, ms, kind) = match budget(facts, attempt) {
                 Budget::Idle(ms) => {
-                    let last = heard.iter().copied().filter(|at| *at <= e.at_ms).max();
-                    (e.at_ms.saturating_sub(last.unwrap_or(attempt.at_ms).max(attempt.at_ms)), ms, "idle")
+                    let last = heard.iter().copied().filter(|at| *at <= e.at_ms);
+                    (last.fold(attempt.at_ms, u64::max), ms, "idle")
                 }
-                Budget::Fixed(ms) => (e.at_ms.saturating_sub(attempt.at_ms), ms, "fixed"),
+                Budget::Fixed(ms) => (attempt.at_ms, ms, "fixed"),
             };
+            let waited = e.at_ms.saturating_sub(from);
             (waited + slack < ms).then(|| format!("gave up after {waited} ms of its {ms} ms {kind} budget"))
         });
         if let Some(problem) = late.or(early) {
