@@ -96,7 +96,7 @@
 //! | `cli.lock_break` | cli | `action`, `lock`, `holder` (the dead pid the lock file named): the CLI removed a stale lock |
 //! | `machine.lock` | the caller's | `lock`, `holder` (the pid the file names), `op` (`take`, `free`, `break`, `orphan`: its holder ended holding it): the filesystem's record of a lock file |
 //! | `machine.metadata` | the caller's | `pid` (the daemon the file names), `op` (`write`, `remove`): the filesystem's record of the daemon metadata file |
-//! | `daemon.launch` | daemon | `pid`: a daemon process starts (counted at the process table) |
+//! | `daemon.launch` | daemon | `pid`, `protocol_version` (the version of the binary launched): a daemon process starts (counted at the process table) |
 //! | `daemon.start` | daemon | `pid`, `socket`, `protocol_version`, `config` (fingerprint): listening, metadata written |
 //! | `daemon.exit` | daemon | `pid`, `reason` (`stop`, `crash`, `kill`, `superseded`: the metadata names another daemon and nothing was in flight) |
 //! | `daemon.request` | daemon | `pid`, `id`, `method`, `interval_ms` (0: no frames), `first_ms` |

@@ -73,7 +73,8 @@ pub async fn supervise(
     loop {
         let changed = machine.changed.notified();
         while let Some(pid) = machine.take_launch() {
-            emit!(kind::DAEMON_LAUNCH, pid);
+            let (protocol_version, _) = machine.launched_with(pid);
+            emit!(kind::DAEMON_LAUNCH, pid, protocol_version);
             let started_at = seam::ms_since(boot);
             let process = launch(pid, started_at, &config, &knobs, &machine, exit_tx.clone());
             running.insert(pid, spawn_owned(process));

@@ -23,6 +23,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("no_needless_launch", no_needless_launch),
     ("bounded_latency", bounded_latency),
     ("silent_daemon_detected", silent_daemon_detected),
+    ("frames_only_when_asked", frames_only_when_asked),
     ("listing_ends", listing_ends),
     ("schema_valid", schema_valid),
     ("no_stop_while_busy", lifecycle::no_stop_while_busy),
@@ -103,6 +104,8 @@ pub struct Attempt {
     /// A protocol-2 request (it names its `protocolVersion`) served by a protocol-2 daemon: only
     /// those get frames.
     pub modern: bool,
+    /// The request asked for frames (`progressIntervalMs`).
+    pub asks_frames: bool,
 }
 
 /// One user invocation.
@@ -211,13 +214,15 @@ impl<'a> Facts<'a> {
         }
     }
 
-    /// A request served by a protocol-1 daemon gets no frames whatever its client speaks.
+    /// A request served by a protocol-1 daemon gets no frames whatever its client speaks. The
+    /// version is the process table's (the binary launched); the daemon is the one whose socket
+    /// the metadata named at the send, or the one that took the request.
     fn collect_versions(&mut self) {
         let mut versions: BTreeMap<u64, u64> = BTreeMap::new();
         let mut old: Vec<String> = Vec::new();
         for event in &self.trace.events {
             match event.kind.as_str() {
-                kind::DAEMON_START => {
+                kind::DAEMON_LAUNCH => {
                     versions.insert(event.num("pid"), event.num("protocol_version"));
                 }
                 kind::DAEMON_REQUEST if versions.get(&event.num("pid")) == Some(&1) => {
@@ -227,7 +232,8 @@ impl<'a> Facts<'a> {
             }
         }
         for attempt in &mut self.attempts {
-            attempt.modern &= !old.contains(&attempt.id);
+            let at_v1 = versions.get(&attempt.pid) == Some(&1);
+            attempt.modern &= !at_v1 && !old.contains(&attempt.id);
         }
     }
 
@@ -327,6 +333,7 @@ fn attempt(index: usize, event: &TraceEvent) -> Attempt {
         activity_ms: vec![event.at_ms],
         end: None,
         modern: msg.get("protocolVersion").is_some(),
+        asks_frames: msg.get("progressIntervalMs").is_some(),
     }
 }
 
@@ -540,6 +547,35 @@ pub fn silent_daemon_detected(facts: &Facts<'_>) -> Vec<Violation> {
             );
             found.push(facts.violation("silent_daemon_detected", index, detail));
         }
+    }
+    capped(found)
+}
+
+/// Progress frames go only to requests that asked for them, and never from a protocol-1 daemon
+/// (MODEL §2.4): judged from each frame the CLI read, the request it had sent on that connection
+/// and the version the process table launched.
+pub fn frames_only_when_asked(facts: &Facts<'_>) -> Vec<Violation> {
+    let by_id: BTreeMap<&str, &Attempt> =
+        facts.attempts.iter().map(|a| (a.id.as_str(), a)).collect();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::CLI_FRAME) {
+        let on = event.text("on");
+        let reader = if on.is_empty() { event.text("id") } else { on };
+        let Some(attempt) = by_id.get(reader.as_str()) else {
+            continue;
+        };
+        let why = if !attempt.asks_frames {
+            "although it asked for none"
+        } else if !attempt.modern {
+            "from a protocol-1 daemon, which writes none"
+        } else {
+            continue;
+        };
+        let detail = format!(
+            "{} {} read a progress frame {why} (daemon pid {})",
+            attempt.method, attempt.id, attempt.pid
+        );
+        found.push(facts.violation("frames_only_when_asked", index, detail));
     }
     capped(found)
 }

@@ -46,7 +46,8 @@ fn done(at_ms: u64, action: u64) -> TraceEvent {
     )
 }
 
-/// Attempt `attempt` of `action`: request id `a<action>.<attempt>`.
+/// Attempt `attempt` of `action`: request id `a<action>.<attempt>`, a protocol-2 request that
+/// asks for frames.
 fn send(
     at_ms: u64,
     action: u64,
@@ -55,7 +56,9 @@ fn send(
     timeout_ms: Option<u64>,
 ) -> TraceEvent {
     let id = format!("a{action}.{attempt}");
-    let mut msg = json!({"id": id, "method": method, "params": {}, "protocolVersion": 2});
+    let mut msg = json!({
+        "id": id, "method": method, "params": {}, "protocolVersion": 2, "progressIntervalMs": 250
+    });
     if let Some(timeout_ms) = timeout_ms {
         msg["params"]["timeoutMs"] = json!(timeout_ms);
     }
@@ -483,6 +486,50 @@ fn silent_daemon_detected_flags_a_client_that_outlives_the_silence() {
         "{}",
         found[0].detail
     );
+}
+
+#[test]
+fn frames_only_when_asked_passes_frames_a_protocol_2_request_asked_for() {
+    let mut events = vec![launch(0, 1)];
+    events.extend(healthy_call());
+    assert_eq!(run(frames_only_when_asked, events), vec![]);
+}
+
+#[test]
+fn frames_only_when_asked_flags_frames_unasked_or_from_a_protocol_1_daemon() {
+    // A request without `progressIntervalMs`; and one that asked, sent to the socket of a daemon
+    // the process table launched at protocol 1.
+    let unasked = json!({"id": "a1.1", "method": "callTool", "params": {}, "protocolVersion": 2});
+    let asked = json!({
+        "id": "a2.1", "method": "callTool", "params": {}, "protocolVersion": 2,
+        "progressIntervalMs": 250
+    });
+    let sent = |at_ms: u64, action: u64, msg: &Value| {
+        let fields = [
+            ("action", json!(action)),
+            ("attempt", json!(1)),
+            ("id", msg["id"].clone()),
+            ("pid", json!(7)),
+            ("msg", json!(msg.to_string())),
+        ];
+        TraceEvent::new(at_ms, host::CLI, kind::CLI_SEND, &fields)
+    };
+    let v1 = [("pid", json!(7)), ("protocol_version", json!(1))];
+    let events = vec![
+        TraceEvent::new(0, host::DAEMON, kind::DAEMON_LAUNCH, &v1),
+        action(0, 1),
+        sent(10, 1, &unasked),
+        frame(20, "a1.1"),
+        reply(500, "a1.1", ""),
+        action(600, 2),
+        sent(610, 2, &asked),
+        frame(620, "a2.1"),
+        reply(900, "a2.1", ""),
+    ];
+    let found = run(frames_only_when_asked, events);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].detail.contains("asked for none"), "{}", found[0].detail);
+    assert!(found[1].detail.contains("protocol-1 daemon"), "{}", found[1].detail);
 }
 
 #[test]
