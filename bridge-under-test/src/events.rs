@@ -21,12 +21,13 @@
 //! | `post.status` | bridge | `id`, `status` (HTTP status, 0 for a network error), `attempt` |
 //! | `sse.connect` | bridge | `gen`, `attempt` |
 //! | `sse.endpoint` | bridge | `gen`, `session` |
-//! | `sse.closed` | bridge | `gen`, `reason` (`eof`, `idle`, `error`, `orphans`, `expired`) |
+//! | `sse.closed` | bridge | `gen`, `reason` (`eof`, `idle`, `error`, `orphans`, `expired`, `reinitialize`: the client's `initialize` came after the bridge initialized the session with made-up params) |
 //! | `relayer.start` | relayer | `boot` |
 //! | `stream.open` / `stream.close` | relayer | `session`; `style` (open: the wire form the stream writes, e.g. `crlf+nospace+multiline`) |
 //! | `http.post` | relayer | `session`, `id`, `method`, `action` (a `tools/call`'s `arguments.action`, else empty), `key`, `status` |
 //! | `rpc.cancel` | relayer | `request` (the `requestId` a `notifications/cancelled` names, as JSON text), `session` |
 //! | `rpc.refused` | relayer | `id`, `method`, `action`, `session`, `reason` (`not_initialized`): answered with a JSON-RPC error, not served |
+//! | `rpc.initialize` | relayer | `session`, `params` (the `initialize` params it served on that session, as JSON text) |
 //! | `tool.exec` | relayer | `id`, `tool`, `action`, `key`, `session` (a real execution) |
 //! | `tool.dedup` | relayer | `id`, `key`, `action`, `session` (a replay answered from the execution log) |
 //! | `tool.done` | relayer | `id`, `tool`, `action`, `key`, `elapsed_ms`, `ok` (a committed effect when true) |
@@ -147,6 +148,7 @@ pub mod kind {
     pub const BRIDGE_REPORT: &str = "bridge.report";
     pub const SESSION_INIT: &str = "session.init";
     pub const RPC_REFUSED: &str = "rpc.refused";
+    pub const RPC_INITIALIZE: &str = "rpc.initialize";
     pub const CALL_ADMIT: &str = "call.admit";
     pub const CALL_REPLY: &str = "call.reply";
     pub const CALL_CLOSED_OUT: &str = "call.closed_out";

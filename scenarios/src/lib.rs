@@ -87,6 +87,34 @@ pub fn replay_double_write() -> Scenario {
     relay(3, fast_timing(30_000, 8_000), steps, vec![RelayFault::StreamEof { at_ms: 800 }])
 }
 
+/// A rate-limited handshake: every POST is answered 429 for the first 1.5 s, so the first
+/// session's `initialize` is refused through both retries while a call waits on it. The bridge
+/// answers that call at once with the refusal (the status and the three attempts), and the next
+/// call initializes the session again and succeeds. Then a failing deployment answers 503 for
+/// 1.5 s, through a third call's POST and both its retries: it fails with that status and its
+/// three attempts.
+pub fn rate_limited_initialize() -> Scenario {
+    let mut steps = handshake();
+    steps.push(call(0, 1, Tool::Recall, 50));
+    steps.push(call(3_000, 2, Tool::Recall, 50));
+    steps.push(call(5_100, 3, Tool::Recall, 50));
+    let faults = vec![
+        RelayFault::PostReject { at_ms: 0, for_ms: 1_500, status: 429 },
+        RelayFault::PostReject { at_ms: 5_000, for_ms: 1_500, status: 503 },
+    ];
+    relay(5, fast_timing(30_000, 8_000), steps, faults)
+}
+
+/// A flapping relayer: the first stream ends after 3 s, and for the next 4 s every new stream is
+/// dropped before its endpoint event. The bridge backs off more after each dropped stream, and
+/// the call sent meanwhile is answered by the first stream that stays.
+pub fn flapping_relayer() -> Scenario {
+    let mut steps = handshake();
+    steps.push(call(3_500, 1, Tool::Recall, 50));
+    let faults = vec![RelayFault::StreamFlap { at_ms: 3_000, for_ms: 4_000, after_endpoint: false }];
+    relay(6, fast_timing(30_000, 12_000), steps, faults)
+}
+
 /// Fields that are deterministic but noisy (random keys and session nonces) are left out of
 /// snapshots, so a snapshot changes only when behaviour does.
 const NOISY_FIELDS: &[&str] = &["key", "session", "detail"];

@@ -144,12 +144,22 @@ impl Bridge {
     /// Answer `initialize` at once. Its params go upstream in the bridge's own `initialize` of
     /// every session (under the bridge's own id, whose reply is suppressed), never under the
     /// client's id: a suppression keyed by the client's id would swallow the genuine reply of a
-    /// later request that reuses it.
-    fn initialize(&self, id: &Value, msg: Value) {
+    /// later request that reuses it. A live session the bridge initialized with made-up params
+    /// (something had to go before the client spoke) is given up for a new one: the server must
+    /// serve the client that is really there, with its name, version and capabilities.
+    fn initialize(self: &Rc<Self>, id: &Value, msg: Value) {
         let result = jsonrpc::initialize_result(&msg, "relay-bridge", env!("CARGO_PKG_VERSION"));
         self.reply(id, &jsonrpc::result(id, result), "local");
         let params = msg.get("params").cloned().unwrap_or_else(|| json!({}));
-        self.state.borrow_mut().init_params = Some(params);
+        let made_up = {
+            let mut state = self.state.borrow_mut();
+            state.init_params = Some(params);
+            let gen = state.gen;
+            state.made_up_gen.take().filter(|made_up| *made_up == gen)
+        };
+        if let Some(gen) = made_up {
+            self.close_stream(gen, "reinitialize");
+        }
     }
 
     fn admit(&self, id: Value, method: String, msg: Value) {
@@ -222,9 +232,16 @@ impl Bridge {
 
     async fn pump(self: Rc<Self>, gen: u64) {
         loop {
-            let initialized = self.state.borrow().initialized_gen == Some(gen);
-            if !initialized && !self.init_session(gen).await {
-                break;
+            if self.state.borrow().initialized_gen != Some(gen) {
+                // Nothing to send before the client's own `initialize`: wait for it, so the
+                // session is initialized with the client's params rather than made-up ones.
+                let idle = {
+                    let state = self.state.borrow();
+                    state.init_params.is_none() && state.next_outgoing(gen).is_none()
+                };
+                if idle || !self.init_session(gen).await {
+                    break;
+                }
             }
             if self.note_owed(gen) && !self.send_initialized(gen).await {
                 break;
@@ -260,7 +277,10 @@ impl Bridge {
             }
             let id = json!(format!("relay-init-{gen}"));
             state.suppressed.insert(id_key(&id), seam::now());
-            let params = state.init_params.clone().unwrap_or_else(default_init_params);
+            let params = state.init_params.clone().unwrap_or_else(|| {
+                state.made_up_gen = Some(gen);
+                default_init_params()
+            });
             let msg = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": params});
             (id, msg)
         };

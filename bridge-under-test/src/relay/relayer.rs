@@ -284,7 +284,11 @@ impl App {
             return self.send_reply(&to, jsonrpc::error(Some(&id), NOT_INITIALIZED, &text));
         }
         let reply = match method.as_str() {
-            "initialize" => jsonrpc::result(&id, jsonrpc::initialize_result(&msg, "mock-relayer", "1.0.0")),
+            "initialize" => {
+                let params = msg.get("params").map(Value::to_string).unwrap_or_default();
+                emit!(kind::RPC_INITIALIZE, session = %session, params = %params);
+                jsonrpc::result(&id, jsonrpc::initialize_result(&msg, "mock-relayer", "1.0.0"))
+            }
             "tools/list" => jsonrpc::result(&id, tools_result()),
             "ping" => jsonrpc::result(&id, json!({})),
             "tools/call" => return self.call(session, id.clone(), &msg, key),

@@ -99,6 +99,9 @@ pub struct State {
     pub init_params: Option<Value>,
     /// The generation whose session the bridge has initialized.
     pub initialized_gen: Option<u64>,
+    /// The generation whose session the bridge initialized with made-up params, because it had
+    /// to send something before the client's `initialize` came.
+    pub made_up_gen: Option<u64>,
     /// The client has sent `notifications/initialized`: every session gets one too, the
     /// bridge's own (the client's is not forwarded: the handshake upstream is the bridge's).
     pub client_initialized: bool,
@@ -135,6 +138,7 @@ impl State {
             suppressed: BTreeMap::new(),
             init_params: None,
             initialized_gen: None,
+            made_up_gen: None,
             client_initialized: false,
             noted_gen: None,
             opened_at: now,

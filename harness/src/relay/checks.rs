@@ -11,7 +11,7 @@ use crate::check::{capped, message};
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
 
-use super::outcome_checks;
+use super::{handshake_checks, outcome_checks};
 use super::{order_checks, retry_checks};
 use super::story::Stories;
 use super::stream_checks;
@@ -39,7 +39,8 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("no_work_after_ending", outcome_checks::no_work_after_ending),
     ("notifications_delivered", outcome_checks::notifications_delivered),
     ("cancellations_name_their_request", outcome_checks::cancellations_name_their_request),
-    ("sessions_initialized", outcome_checks::sessions_initialized),
+    ("sessions_initialized", handshake_checks::sessions_initialized),
+    ("handshake_carried", handshake_checks::handshake_carried),
     ("reconnect_discipline", outcome_checks::reconnect_discipline),
     ("quiescence", outcome_checks::quiescence),
     ("wire_conformance", wire::wire_conformance),

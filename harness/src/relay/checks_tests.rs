@@ -833,6 +833,7 @@ fn checkers_table_lists_the_relay_invariants() {
             "notifications_delivered",
             "cancellations_name_their_request",
             "sessions_initialized",
+            "handshake_carried",
             "reconnect_discipline",
             "quiescence",
             "wire_conformance",
@@ -1027,8 +1028,9 @@ fn clean_shutdown_passes_a_prompt_exit_and_flags_a_hang() {
 
 use crate::relay::outcome_checks::{
     cancellations_name_their_request, no_work_after_ending, notifications_delivered, prompt_rejection, quiescence, reconnect_discipline,
-    reply_accounting, sessions_initialized, truthful_endings, user_outcomes,
+    reply_accounting, truthful_endings, user_outcomes,
 };
+use crate::relay::handshake_checks::sessions_initialized;
 
 fn relayer(at_ms: u64, kind: &str, fields: &[(&str, Value)]) -> TraceEvent {
     TraceEvent::new(at_ms, host::RELAYER, kind, fields)
@@ -1116,6 +1118,18 @@ fn user_outcomes_excuses_a_request_held_behind_a_refused_post() {
     let found = run(user_outcomes, queued(202));
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(found[0].detail.contains("untouched by any fault"), "{}", found[0].detail);
+}
+
+// Hunt seed 2026 (v1.relay.none.c68d12b160e0a5f4): the relayer refused the session's last
+// `initialize` try a tick before the client's clock read the request's send; the bridge, which
+// admitted it first, rightly answered it with that refusal. Clocks a slack apart still meet.
+#[test]
+fn user_outcomes_excuses_a_refusal_a_tick_before_the_request_by_the_clocks() {
+    let mut events = vec![std_spec(), stream_open(0, "s1")];
+    events.push(http_post(95, "\"relay-init-1\"", "\"relay-init-1\"", "initialize", "", 429)); // 2
+    events.push(send(100, &call(json!(1), "a1"))); // 3
+    events.push(recv(110, &tool_result(json!(1), "the session's initialize failed: rate limited", true)));
+    assert_clean(&run(user_outcomes, events));
 }
 
 #[test]
@@ -1456,6 +1470,49 @@ fn truthful_endings_flags_a_status_the_relayer_never_answered() {
     assert_one(&run(outcome_checks::truthful_endings, events), "truthful_endings", 5, "answered its last POST otherwise");
 }
 
+// Hunt seed 2026 (v1.relay.none.c68d12b160e0a5f4): the session's next `initialize`, accepted
+// 300 ms after the client read the refusal, is within the slack of that answer by the clocks,
+// but after it in the trace; the refusal names the `initialize` the bridge had read.
+#[test]
+fn truthful_endings_reads_the_initialize_that_came_before_the_answer() {
+    let text = "the session's initialize failed: rate limited by the relayer (HTTP 429) after 1 attempts; the request was never sent to the relayer.";
+    let events = vec![
+        spec(1_000, 500, 400, 10_000),
+        r_open(0, "s1"),
+        send(10, &call(json!(1), "a1")),
+        r_post(3_950, "s1", "relay-init-1", "initialize", "", 429),
+        recv(4_000, &tool_result(json!(1), text, true)),
+        r_post(4_300, "s1", "relay-init-1", "initialize", "", 202),
+    ];
+    assert_clean(&run(outcome_checks::truthful_endings, events));
+}
+
+/// A call refused 503 three times on `s1`, answered at 790 with `text`: events 0–6.
+fn refused_thrice(text: &str) -> Vec<TraceEvent> {
+    vec![
+        std_spec(),                                         // 0
+        r_open(0, "s1"),                                    // 1
+        send(10, &call(json!(1), "a1")),                    // 2
+        r_post(11, "s1", "1", "tools/call", "a1", 503),     // 3
+        r_post(270, "s1", "1", "tools/call", "a1", 503),    // 4
+        r_post(780, "s1", "1", "tools/call", "a1", 503),    // 5
+        recv(790, &tool_result(json!(1), text, true)),      // 6
+    ]
+}
+
+// "after N attempts" is a count the relayer's log can check: its last run of tries on one
+// session. Fewer than it received is a lie, and so is more than the retry policy allows.
+#[test]
+fn truthful_endings_holds_the_attempts_an_error_names_to_the_relayers_log() {
+    let said = |n: u64| format!("the relayer failed (HTTP 503) after {n} attempts");
+    assert_clean(&run(outcome_checks::truthful_endings, refused_thrice(&said(3))));
+    assert_one(&run(outcome_checks::truthful_endings, refused_thrice(&said(2))), "truthful_endings", 6, "more tries of it");
+    assert_one(&run(outcome_checks::truthful_endings, refused_thrice(&said(4))), "truthful_endings", 6, "allows fewer tries");
+    // A network error's "(N attempts)" reads the same way.
+    let network = "network error: the relayer did not answer the request's POST (1 attempts).";
+    assert_one(&run(outcome_checks::truthful_endings, refused_thrice(network)), "truthful_endings", 6, "more tries of it");
+}
+
 // ---- prompt_rejection -----------------------------------------------------------------------
 
 fn rejected_call(answer_ms: u64) -> Vec<TraceEvent> {
@@ -1499,6 +1556,37 @@ fn transient_refusals(second_session: &str) -> Vec<TraceEvent> {
 fn prompt_rejection_counts_retries_per_session() {
     assert_clean(&run(outcome_checks::prompt_rejection, transient_refusals("s2")));
     assert_one(&run(outcome_checks::prompt_rejection, transient_refusals("s1")), "prompt_rejection", 7, "definitive HTTP 503");
+}
+
+/// The session's `initialize` refused with `statuses` at 20, 280 and 790 (the backoffs apart)
+/// while call 1 waits; the client reads `text` at `answer_ms`: events 0–6.
+fn refused_initialize(statuses: [u64; 3], answer_ms: u64) -> Vec<TraceEvent> {
+    let text = "the session's initialize failed: rate limited by the relayer (HTTP 429) after 3 attempts; the request was never sent to the relayer.";
+    let init = |at_ms, status| r_post(at_ms, "s1", "relay-init-1", "initialize", "", status);
+    vec![
+        std_spec(),                                          // 0
+        r_open(0, "s1"),                                     // 1
+        send(10, &call(json!(1), "a1")),                     // 2
+        init(20, statuses[0]),                               // 3
+        init(280, statuses[1]),                              // 4
+        init(790, statuses[2]),                              // 5
+        recv(answer_ms, &tool_result(json!(1), text, true)), // 6
+    ]
+}
+
+// An `initialize` refused for good answers the requests waiting on it at once, not at their
+// deadline; one whose last try met a network error is not refused (the lifecycle goes on), nor
+// are tries that do not follow the backoffs (a run the relayer did not see whole).
+#[test]
+fn prompt_rejection_holds_a_refused_initialize_to_answering_its_waiting_requests() {
+    assert_clean(&run(outcome_checks::prompt_rejection, refused_initialize([429, 429, 429], 800)));
+    let late = run(outcome_checks::prompt_rejection, refused_initialize([429, 429, 429], 1_400));
+    assert_one(&late, "prompt_rejection", 5, "refused for good (HTTP 429 at 790 ms");
+    assert_one(&run(outcome_checks::prompt_rejection, refused_initialize([429, 401, 202], 1_400)), "prompt_rejection", 4, "HTTP 401");
+    assert_clean(&run(outcome_checks::prompt_rejection, refused_initialize([429, 429, 0], 1_400)));
+    let mut unspaced = refused_initialize([429, 429, 429], 1_400);
+    unspaced[5].at_ms = 1_300;
+    assert_clean(&run(outcome_checks::prompt_rejection, unspaced));
 }
 
 // ---- no_work_after_ending -------------------------------------------------------------------
@@ -1553,7 +1641,7 @@ fn sessions_initialized_passes_initialize_first_and_ping_anytime() {
     events.push(r_post(201, "s2", "7", "ping", "", 202)); // 6
     events.push(r_post(202, "s2", "relay-init-2", "initialize", "", 202)); // 7
     events.push(r_post(203, "s2", "1", "tools/call", "a1", 202)); // 8
-    assert_clean(&run(outcome_checks::sessions_initialized, events));
+    assert_clean(&run(handshake_checks::sessions_initialized, events));
 }
 
 #[test]
@@ -1561,7 +1649,35 @@ fn sessions_initialized_flags_a_replay_to_an_uninitialized_session() {
     let mut events = accepted_call();
     events.push(r_open(200, "s2")); // 5
     events.push(r_post(203, "s2", "1", "tools/call", "a1", 202)); // 6
-    assert_one(&run(outcome_checks::sessions_initialized, events), "sessions_initialized", 6, "never initialized");
+    assert_one(&run(handshake_checks::sessions_initialized, events), "sessions_initialized", 6, "never initialized");
+}
+
+// ---- handshake_carried ----------------------------------------------------------------------
+
+/// The client initializes at 10 as "ide"; the relayer initialized `s1` at 5 with `served`
+/// params, then accepts the client's call at 30: events 0–5.
+fn handshake_then_call(served: &Value) -> Vec<TraceEvent> {
+    let client_init = initialize(json!(0));
+    let served = TraceEvent::new(5, host::RELAYER, kind::RPC_INITIALIZE, &[("session", json!("s1")), ("params", json!(served.to_string()))]);
+    vec![
+        std_spec(),                                          // 0
+        r_open(0, "s1"),                                     // 1
+        served,                                              // 2
+        send(10, &client_init),                              // 3
+        send(20, &call(json!(1), "a1")),                     // 4
+        r_post(30, "s1", "1", "tools/call", "a1", 202),      // 5
+    ]
+}
+
+// The session that runs the client's call was initialized with the client's own params; one the
+// bridge initialized with made-up params before the client spoke serves someone else.
+#[test]
+fn handshake_carried_holds_the_session_to_the_clients_initialize() {
+    let own = initialize(json!(0))["params"].clone();
+    assert_clean(&run(handshake_checks::handshake_carried, handshake_then_call(&own)));
+    let made_up = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "relay-bridge", "version": "0.1.0"}});
+    let found = run(handshake_checks::handshake_carried, handshake_then_call(&made_up));
+    assert_one(&found, "handshake_carried", 5, "initialized as client \"relay-bridge\"");
 }
 
 // ---- reconnect_discipline -------------------------------------------------------------------
@@ -1859,6 +1975,16 @@ fn cancellations_name_their_request_passes_a_cancel_of_a_request_already_answere
     // Answered before the cancel: nothing upstream to cancel, so the id may go as written.
     let mut events = cancelled_call("7");
     events.insert(3, recv(250, &tool_result(json!(7), "recall a1: done", false)));
+    assert_clean(&run(cancellations_name_their_request, events));
+}
+
+// Hunt seed 5 (v1.relay.none.24efbd64bf33fe5c): the client cancelled a call in the tick its
+// reply arrived. The relayer had already sent the reply, so the request had completed and the
+// cancellation was moot (MCP lets the receiver ignore it), whatever id it named.
+#[test]
+fn cancellations_name_their_request_passes_a_cancel_that_crosses_the_reply() {
+    let mut events = cancelled_call("7");
+    events.insert(3, reply_sent(250, "7", "a1", &tool_result(json!("relay-1"), "recall a1: done", false)));
     assert_clean(&run(cancellations_name_their_request, events));
 }
 

@@ -4,6 +4,7 @@
 pub mod checks;
 pub mod coverage;
 pub mod faults;
+pub mod handshake_checks;
 pub mod outcome_checks;
 pub mod order_checks;
 pub mod retry_checks;

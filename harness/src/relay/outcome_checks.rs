@@ -66,7 +66,8 @@ impl Facts<'_> {
         let end = self.life_end(request);
         // The pump posts one request at a time: a POST the relayer refused while this request
         // waited (another request's, or the session's `initialize`) held it in the queue.
-        let refused_ahead = self.stories.all_posts.iter().find(|p| p.5 != 202 && p.5 != 404 && p.1 >= request.at_ms && p.1 <= end);
+        // (The relayer's clock may read up to a slack behind the client's.)
+        let refused_ahead = self.stories.all_posts.iter().find(|p| p.5 != 202 && p.5 != 404 && p.1 + self.slack_ms >= request.at_ms && p.1 <= end);
         if let Some(post) = refused_ahead {
             return Some(format!("HTTP {} to a POST ahead of it", post.5));
         }
@@ -195,12 +196,15 @@ pub fn truthful_endings(facts: &Facts<'_>) -> Vec<Violation> {
         let Some(text) = error_text(&answer.msg) else { continue };
         let accepted_before = story.posts.iter().any(|p| p.status == 202 && p.at_ms <= answer.at_ms + facts.slack_ms);
         let accepted_ever = story.posts.iter().any(|p| p.status == 202);
-        // An ending that names the session's `initialize` names that POST's status.
+        // An ending that names the session's `initialize` names that POST's status. What the
+        // relayer logged before the client read its answer is what the trace has before it (the
+        // trace is in causal order; times may be a tick apart).
+        let inits = || facts.stories.all_posts.iter().filter(|p| p.4 == "initialize" && p.0 < answer.index);
+        let posts = || story.posts.iter().filter(|p| p.index < answer.index);
         let last_status = if text.contains(INIT_FAILED) {
-            let mut inits = facts.stories.all_posts.iter().filter(|p| p.4 == "initialize" && p.1 <= answer.at_ms + facts.slack_ms);
-            inits.next_back().map(|p| if facts.stories.reset_after_admit.contains(&p.0) { 0 } else { p.5 })
+            inits().next_back().map(|p| if facts.stories.reset_after_admit.contains(&p.0) { 0 } else { p.5 })
         } else {
-            story.posts.iter().rfind(|p| p.at_ms <= answer.at_ms + facts.slack_ms).map(|p| p.status)
+            posts().next_back().map(|p| p.status)
         };
         let mut lies = Vec::new();
         if text.contains("reply was lost") && !accepted_before {
@@ -228,6 +232,23 @@ pub fn truthful_endings(facts: &Facts<'_>) -> Vec<Violation> {
                 lies.push("a relayer stream was open all along");
             }
         }
+        if let Some(said) = attempts_said(&text) {
+            // The relayer's own count of the last run of tries: the final POST and the transient
+            // refusals just before it on that session (tries it never saw only add to the count).
+            // An `initialize` refused for good is tried again, on the same session, by a later
+            // request: two runs may abut, so the count is capped at one full run.
+            let tries = if text.contains(INIT_FAILED) {
+                let reset = |p: &(usize, u64, String, String, String, u64)| facts.stories.reset_after_admit.contains(&p.0);
+                last_run(inits().map(|p| (p.2.as_str(), if reset(p) { 0 } else { p.5 })).collect())
+            } else {
+                last_run(posts().map(|p| (p.session.as_str(), if p.reset { 0 } else { p.status })).collect())
+            };
+            if said < tries.min(POST_RETRIES + 1) {
+                lies.push("the relayer received more tries of it in its last run");
+            } else if said > POST_RETRIES + 1 {
+                lies.push("the retry policy allows fewer tries");
+            }
+        }
         if text.contains("stdin closed") && facts.stories.client_eof.as_ref().is_none_or(|(_, eof, _)| *eof > answer.at_ms) {
             lies.push("the client had not closed stdin");
         }
@@ -238,6 +259,23 @@ pub fn truthful_endings(facts: &Facts<'_>) -> Vec<Violation> {
         }
     }
     capped(found)
+}
+
+/// The number of tries an error says were made: "after N attempts" or "(N attempts)".
+fn attempts_said(text: &str) -> Option<usize> {
+    let (before, _) = text.split_once(" attempts")?;
+    let digits = before.rsplit(|c: char| !c.is_ascii_digit()).next()?;
+    digits.parse().ok()
+}
+
+/// How many POSTs, by the relayer's log, the last run of tries of one message made: the final
+/// one and the transient refusals (a network error, 429, 5xx) just before it on its session.
+/// Each POST is `(session, status)`, 0 for a connection reset before the answer was read.
+fn last_run(posts: Vec<(&str, u64)>) -> usize {
+    let Some(&(session, _)) = posts.last() else { return 0 };
+    let transient = |status: u64| matches!(status, 0 | 429 | 500..=599);
+    let earlier = posts.iter().rev().skip(1);
+    1 + earlier.take_while(|(s, status)| *s == session && transient(*status)).count()
 }
 
 /// A definitive rejection (401/403, or a 429/5xx that used up the retries) is answered promptly,
@@ -298,7 +336,73 @@ pub fn prompt_rejection(facts: &Facts<'_>) -> Vec<Violation> {
         let detail = format!("{} id {id}: {late} the relayer's definitive HTTP {} at {} ms (bound {bound} ms)", request.method, post.status, post.at_ms);
         found.push(facts.violation("prompt_rejection", post.index, detail));
     }
+    found.extend(init_refusals_answered(facts, bound));
     capped(found)
+}
+
+/// A session's `initialize` refused for good leaves nothing to send the requests waiting on it
+/// to: each one the client had sent and the relayer had not accepted is answered within `bound`
+/// of the refusal (ARCHITECTURE.md: the bridge answers them with that refusal), not at its
+/// deadline. Read from the relayer's log (the `initialize` POSTs, their statuses and spacing)
+/// and the client's stdio.
+fn init_refusals_answered(facts: &Facts<'_>, bound: u64) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for (index, at, session, status) in definitive_init_refusals(facts) {
+        // A stream that ended as the answer came takes the session (and its pump) with it; a
+        // link hold delays the answer itself.
+        let closed = facts.stories.stream(&session).and_then(|s| s.closed_ms).is_some_and(|c| c <= at + facts.slack_ms);
+        let held = facts.stories.holds.iter().any(|h| !h.older_streams_only && h.start_ms <= at + facts.slack_ms && at <= h.end_ms);
+        if closed || held || at + bound > facts.horizon_ms {
+            continue;
+        }
+        for (n, request) in facts.requests.iter().enumerate() {
+            let waiting = request.judged() && request.at_ms + facts.slack_ms < at && request.answered.as_ref().is_none_or(|a| a.at_ms > at);
+            let accepted = facts.stories.of[n].posts.iter().any(|p| p.status == 202 && p.at_ms <= at + facts.slack_ms);
+            if !waiting || accepted || request.answered.as_ref().is_some_and(|a| a.at_ms <= at + bound) {
+                continue;
+            }
+            let late = request.answered.as_ref().map_or("never answered".to_string(), |a| format!("answered {} ms", a.at_ms - at));
+            let detail = format!(
+                "{} id {}: {late} after session {session}'s initialize was refused for good (HTTP {status} at {at} ms, bound {bound} ms)",
+                request.method,
+                request.id.as_deref().unwrap_or("")
+            );
+            found.push(facts.violation("prompt_rejection", index, detail));
+        }
+    }
+    found
+}
+
+/// The `initialize` POSTs the retry policy gives up on, by the relayer's log: a 401/403, or the
+/// last of `POST_RETRIES + 1` transient refusals on one session spaced by the backoffs (250, then
+/// 500 ms), the last a 429 or 5xx the bridge read (a network error there lets the lifecycle go
+/// on). A POST that does not come one backoff after the one before starts a new run: a try the
+/// relayer never logged (it was down) leaves its run unjudged rather than miscounted.
+/// `(index, at, session, status)`.
+fn definitive_init_refusals(facts: &Facts<'_>) -> Vec<(usize, u64, String, u64)> {
+    let mut refusals = Vec::new();
+    let mut run: Vec<u64> = Vec::new();
+    let mut session = "";
+    let inits = facts.stories.all_posts.iter().filter(|p| p.4 == "initialize");
+    for (index, at, s, _, _, status) in inits {
+        let next_try = run.last().is_some_and(|last| {
+            let (wait, gap) = (RETRY_BASE_MS << (run.len() - 1), at.saturating_sub(*last));
+            s == session && wait <= gap + facts.slack_ms && gap <= wait + 3 * facts.slack_ms + CONNECT_MS
+        });
+        if !next_try {
+            (run, session) = (Vec::new(), s.as_str());
+        }
+        run.push(*at);
+        let status = if facts.stories.reset_after_admit.contains(index) { 0 } else { *status };
+        match status {
+            401 | 403 => refusals.push((*index, *at, session.to_string(), status)),
+            0 | 429 | 500..=599 if run.len() <= POST_RETRIES => continue,
+            429 | 500..=599 => refusals.push((*index, *at, session.to_string(), status)),
+            _ => {}
+        }
+        run.clear();
+    }
+    refusals
 }
 
 /// No work after an ending: the relayer receives no POST of a request whose answer the client has
@@ -338,10 +442,13 @@ pub fn no_work_after_ending(facts: &Facts<'_>) -> Vec<Violation> {
 /// and whether the request was still unanswered) and the relayer's log (the requests it accepted,
 /// each with the client's id it carries, and the cancellations it received).
 pub fn cancellations_name_their_request(facts: &Facts<'_>) -> Vec<Violation> {
-    // Whether a request of `id` was sent before event `at` and not answered before it.
+    // Whether a request of `id` was sent before event `at` and not answered before it, nor
+    // answered by the relayer (a cancellation that crosses the reply is moot: the request has
+    // completed, and MCP lets the receiver ignore it).
     let owed_at = |id: &str, at: usize| {
-        facts.requests.iter().any(|r| {
-            r.judged() && r.id.as_deref() == Some(id) && r.index < at && r.answered.as_ref().is_none_or(|a| a.index > at)
+        facts.requests.iter().enumerate().any(|(n, r)| {
+            let replied = facts.stories.of[n].sent.iter().any(|sent| sent.index < at);
+            r.judged() && r.id.as_deref() == Some(id) && r.index < at && r.answered.as_ref().is_none_or(|a| a.index > at) && !replied
         })
     };
     // Per request id, whether the client's latest cancellation of it came while it was owed.
@@ -451,86 +558,6 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
         }
         let detail = format!("notification {method} sent at {} ms never reached the relayer (stdin closed at {eof} ms)", event.at_ms);
         found.push(facts.violation("notifications_delivered", index, detail));
-    }
-    capped(found)
-}
-
-/// Every session that carries a request was initialized first: the relayer received an
-/// `initialize` on it (accepted, or refused by a fault the bridge then met) before any other
-/// request but `ping`. And the lifecycle's second half, `notifications/initialized`: the relayer
-/// receives it only once the client has sent its own, once per initialized session, and once the
-/// client has sent it, every session that accepted an `initialize` receives the notification
-/// before any request the client sent after it.
-pub fn sessions_initialized(facts: &Facts<'_>) -> Vec<Violation> {
-    const NOTE: &str = "notifications/initialized";
-    let mut initialized = BTreeSet::new();
-    let mut found = Vec::new();
-    let client_note = facts.trace.events.iter().enumerate().find(|(_, e)| {
-        let msg = message(e);
-        e.host == host::CLIENT && e.kind == kind::MCP_SEND && msg.get("method").and_then(Value::as_str) == Some(NOTE) && msg.get("id").is_none()
-    });
-    let client_note = client_note.map(|(index, e)| (index, e.at_ms));
-    // Per session: the first `initialize` it accepted and the first `notifications/initialized`.
-    let mut accepted_init: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut noted: BTreeMap<&str, usize> = BTreeMap::new();
-    // Per session: the latest accepted `initialize` and `notifications/initialized`.
-    let (mut last_init, mut last_note): (BTreeMap<&str, usize>, BTreeMap<&str, usize>) = Default::default();
-    for (index, at, session, id, method, status) in &facts.stories.all_posts {
-        if method == "initialize" {
-            initialized.insert(session.clone());
-            if *status == 202 {
-                accepted_init.entry(session.as_str()).or_insert(*index);
-            }
-        }
-        if method == "initialize" && *status == 202 {
-            last_init.insert(session.as_str(), *index);
-        }
-        if method == NOTE && id.is_empty() && *status == 202 {
-            // Once per `initialize`: a second one is a second handshake the server never
-            // asked for.
-            let since = last_init.get(session.as_str()).copied().unwrap_or(0);
-            // A note whose answer a reset lost (`post_reset` after admission) is sent again: the
-            // bridge never saw it accepted.
-            let unseen = |before: usize| facts.stories.reset_after_admit.contains(&before);
-            if last_note.insert(session.as_str(), *index).is_some_and(|before| before > since && !unseen(before)) {
-                let detail = format!("the relayer received {NOTE} on session {session} at {at} ms a second time");
-                found.push(facts.violation("sessions_initialized", *index, detail));
-            }
-        }
-        if method == NOTE && id.is_empty() {
-            noted.entry(session.as_str()).or_insert(*index);
-            if client_note.is_none_or(|(_, sent)| sent > *at + facts.slack_ms) {
-                let detail = format!("the relayer received {NOTE} on session {session} at {at} ms, but the client had not sent it");
-                found.push(facts.violation("sessions_initialized", *index, detail));
-            }
-        }
-        if *status != 202 || id.is_empty() {
-            continue;
-        }
-        if method == "initialize" {
-            continue;
-        } else if method != "ping" && !initialized.contains(session) {
-            let detail = format!("{method} id {id} on session {session}, which was never initialized");
-            found.push(facts.violation("sessions_initialized", *index, detail));
-        }
-    }
-    let Some((note_index, note_at)) = client_note else { return capped(found) };
-    for (n, request) in facts.requests.iter().enumerate() {
-        if request.index < note_index || !request.judged() || request.method == "ping" {
-            continue;
-        }
-        let post = facts.stories.of[n].posts.iter().find(|post| {
-            let after_init = accepted_init.get(post.session.as_str()).is_some_and(|init| *init < post.index);
-            post.status == 202 && after_init && noted.get(post.session.as_str()).is_none_or(|note| *note > post.index)
-        });
-        if let Some(post) = post {
-            let id = request.id.as_deref().unwrap_or("");
-            let detail = format!(
-                "{} id {id} reached session {} at {} ms before {NOTE}, which the client had sent at {note_at} ms",
-                request.method, post.session, post.at_ms
-            );
-            found.push(facts.violation("sessions_initialized", post.index, detail));
-        }
     }
     capped(found)
 }

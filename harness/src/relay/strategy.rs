@@ -63,10 +63,22 @@ fn id_form() -> impl Strategy<Value = IdForm> {
     ]
 }
 
+/// When the client's handshake comes, if at all: `(initialize at, notifications/initialized
+/// that much later)`. Mostly at once, before any session; now and then late, once the bridge has
+/// a session (an IDE that starts the bridge before it is ready to talk), with the note a while
+/// after the `initialize`.
+fn handshake() -> impl Strategy<Value = Option<(u64, u64)>> {
+    prop_oneof![
+        4 => Just(None),
+        3 => Just(Some((0, 0))),
+        1 => (1u64..=3_000, prop_oneof![Just(0u64), 1u64..=1_500]).prop_map(Some),
+    ]
+}
+
 /// The client's script: an optional handshake (and a notification before any session), then
-/// 1–20 operations at increasing times. Ids count up, in every JSON-RPC form; now and then one
-/// is reused, and now and then a step sends the previous step's id at once, while it may still
-/// be owed.
+/// 1–20 operations at increasing times, after the handshake. Ids count up, in every JSON-RPC
+/// form; now and then one is reused, and now and then a step sends the previous step's id at
+/// once, while it may still be owed.
 fn script(timing: &Timing) -> impl Strategy<Value = Vec<Step>> {
     let spec = Spec::new(timing, 1, 0);
     let gap_max = (spec.call_timeout_ms / 8).clamp(500, 10_000);
@@ -75,16 +87,17 @@ fn script(timing: &Timing) -> impl Strategy<Value = Vec<Step>> {
     let ended_ms = spec.call_timeout_ms + 2 * spec.sweep_period_ms + 100;
     let step = (0..=gap_max, op(timing), prop::option::weighted(0.1, any::<Index>()), id_form(), prop::bool::weighted(0.06), prop::bool::weighted(0.05));
     let early_note = prop::option::weighted(0.2, prop::sample::select(Note::ALL));
-    (any::<bool>(), early_note, prop::collection::vec(step, 1..=20)).prop_map(move |(handshake, early_note, ops)| {
+    (handshake(), early_note, prop::collection::vec(step, 1..=20)).prop_map(move |(handshake, early_note, ops)| {
         let mut steps = Vec::new();
-        if handshake {
-            steps.push(Step::new(0, 0, Op::Initialize));
-            steps.push(Step::new(0, 0, Op::Initialized));
-        }
         if let Some(note) = early_note {
             steps.push(Step::new(0, 0, Op::Notify { note }));
         }
         let mut at_ms = 0;
+        if let Some((init_ms, note_after_ms)) = handshake {
+            steps.push(Step::new(init_ms, 0, Op::Initialize));
+            steps.push(Step::new(init_ms + note_after_ms, 0, Op::Initialized));
+            at_ms = init_ms + note_after_ms;
+        }
         let mut previous: Option<(u64, IdForm)> = None;
         for (n, (gap, op, reuse, id_form, after_ending, eager)) in ops.into_iter().enumerate() {
             let mut step = Step::new(0, reuse.map_or(n as u64 + 1, |i| i.index(n + 1) as u64), op);

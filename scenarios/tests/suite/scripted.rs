@@ -91,6 +91,48 @@ fn replayed_write_executes_once() {
     snapshot("relay_replay_double_write", &outcome);
 }
 
+// Goal: an `initialize` refused for good answers the requests waiting on it at once, with the
+// truth (the status, how often it was tried, never sent), and the next request starts over; a
+// call refused through its retries says so too. Method: every POST is answered 429 for 1.5 s
+// while the first session initializes with call 1 waiting; call 2 comes after the window; every
+// POST is answered 503 for 1.5 s around call 3.
+#[test]
+fn a_rate_limited_initialize_answers_the_waiting_call_at_once() {
+    let outcome = run(&scenarios::rate_limited_initialize());
+    assert_eq!(outcome.violations, vec![]);
+    let inits: Vec<_> = events(&outcome, kind::HTTP_POST).into_iter().filter(|e| e.text("method") == "initialize").collect();
+    let refused: Vec<u64> = inits.iter().filter(|e| e.num("status") == 429).map(|e| e.at_ms).collect();
+    assert_eq!(refused.len(), 3, "one initialize and its two retries refused: {inits:?}");
+    assert!(refused[1] >= refused[0] + 250 && refused[2] >= refused[1] + 500, "retried after the backoffs: {refused:?}");
+    let answer = events(&outcome, kind::MCP_RECV).into_iter().find(|e| e.text("msg").contains("\"id\":1")).expect("call 1 is answered");
+    assert!(answer.at_ms <= refused[2] + 200, "answered {} ms after the last refusal", answer.at_ms - refused[2]);
+    let text = error_text(&replies(&outcome, 1)[0]).expect("an error");
+    assert!(text.contains("HTTP 429") && text.contains("after 3 attempts") && text.contains("never sent"), "{text}");
+    assert_eq!(replies(&outcome, 2)[0].pointer("/result/isError"), Some(&Value::Bool(false)), "call 2 succeeds");
+    assert!(inits.last().is_some_and(|e| e.num("status") == 202), "the session was initialized again");
+    let failed: Vec<_> = events(&outcome, kind::HTTP_POST).into_iter().filter(|e| e.text("client_id") == "3").collect();
+    assert!(failed.len() == 3 && failed.iter().all(|e| e.num("status") == 503), "call 3 tried three times: {failed:?}");
+    let text = error_text(&replies(&outcome, 3)[0]).expect("an error");
+    assert!(text.contains("HTTP 503") && text.contains("after 3 attempts"), "{text}");
+    snapshot("relay_rate_limited_initialize", &outcome);
+}
+
+// Goal: a relayer that keeps accepting streams and dropping them before their endpoint event sees
+// the bridge back off more each time, and never a stream left unreplaced. Method: the first
+// stream ends at 3 s and every new one is dropped at once for 4 s; a call is sent at 3.5 s.
+#[test]
+fn a_flapping_relayer_sees_growing_backoff() {
+    let outcome = run(&scenarios::flapping_relayer());
+    assert_eq!(outcome.violations, vec![]);
+    assert!(fired(&outcome, "stream_flap"), "the flap dropped a stream");
+    let opens: Vec<u64> = events(&outcome, kind::STREAM_OPEN).iter().map(|e| e.at_ms).collect();
+    assert!(opens.len() >= 4, "the bridge kept reconnecting: {opens:?}");
+    let gaps: Vec<u64> = opens[1..].windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.windows(2).all(|w| w[1] > w[0]), "the waits between dropped streams grow: {gaps:?}");
+    assert_eq!(replies(&outcome, 1)[0].pointer("/result/isError"), Some(&Value::Bool(false)), "answered once a stream stays");
+    snapshot("relay_flapping_relayer", &outcome);
+}
+
 /// The scripted scenarios that are regression tests: (scenario, switch, the checker that fails
 /// with the switch on).
 fn switch_cases() -> Vec<(harness::scenario::Scenario, &'static str, &'static str)> {
@@ -322,6 +364,27 @@ fn a_retry_never_sends_the_next_request_under_a_reused_id() {
     assert!(upstream.iter().filter(|id| id.as_str() == "0").count() >= 2, "the race reuses id 0: {upstream:?}");
 }
 
+// Goal: the relayer serves the client that is really there: a session that runs the client's
+// requests was initialized with the client's own `initialize` params. Method: replay the case
+// `handshake_carried` found in the default bridge once the generator drew late handshakes (seed
+// 0x6A7E0001, case 6, token v1.relay.none.1dbb497750626331, shrunk): the client writes a
+// notification at once and its `initialize` 219 ms later. The bridge initialized the first
+// session as "relay-bridge" with no capabilities to POST that notification, and every later
+// call ran on it. Now a session the bridge had to initialize with made-up params is replaced
+// once the client's `initialize` comes (`sse.closed reason=reinitialize`), and a session with
+// nothing to send waits for the client's `initialize` before initializing.
+#[test]
+fn a_session_is_initialized_as_the_client_that_is_there() {
+    let outcome = race("relay_session_initialized_before_the_client");
+    assert_eq!(outcome.violations, vec![]);
+    let closed = events(&outcome, kind::SSE_CLOSED);
+    assert!(closed.iter().any(|e| e.text("reason") == "reinitialize"), "the made-up session was replaced: {closed:?}");
+    let served: Vec<String> = events(&outcome, kind::RPC_INITIALIZE).iter().map(|e| e.text("params")).collect();
+    assert!(served.last().is_some_and(|p| p.contains("sim-client")), "the last session knows the client: {served:?}");
+    let calls = events(&outcome, kind::TOOL_EXEC).len();
+    assert!(calls >= 2, "the race runs the client's calls: {calls}");
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
@@ -329,7 +392,14 @@ fn a_retry_never_sends_the_next_request_under_a_reused_id() {
 #[test]
 fn mutants_gate_relay() {
     crate::assert_clean(harness::scenario::Family::Relay, crate::cases(800), 0x6A7E_0001);
-    for scenario in [scenarios::orphaned_call(), scenarios::silent_stream(), scenarios::replay_double_write()] {
+    let scripted = [
+        scenarios::orphaned_call(),
+        scenarios::silent_stream(),
+        scenarios::replay_double_write(),
+        scenarios::rate_limited_initialize(),
+        scenarios::flapping_relayer(),
+    ];
+    for scenario in scripted {
         assert_eq!(run(&scenario).violations, vec![]);
     }
     for name in [
@@ -344,6 +414,7 @@ fn mutants_gate_relay() {
         "relay_client_initialized_forwarded_twice",
         "relay_request_sent_to_an_uninitialized_session",
         "relay_retry_sends_the_next_request_under_a_reused_id",
+        "relay_session_initialized_before_the_client",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
