@@ -105,6 +105,16 @@ pub fn rate_limited_initialize() -> Scenario {
     relay(5, fast_timing(30_000, 8_000), steps, faults)
 }
 
+/// A quiet but healthy stream: keep-alives every 200 ms are all the relayer writes for 4 s, more
+/// than twice the 1 500 ms idle budget, between two calls. Keep-alives are stream activity: the
+/// bridge keeps its one stream.
+pub fn quiet_stream() -> Scenario {
+    let mut steps = handshake();
+    steps.push(call(300, 1, Tool::Recall, 50));
+    steps.push(call(4_500, 2, Tool::Recall, 50));
+    relay(7, fast_timing(1_500, 8_000), steps, vec![])
+}
+
 /// A flapping relayer: the first stream ends after 3 s, and for the next 4 s every new stream is
 /// dropped before its endpoint event. The bridge backs off more after each dropped stream, and
 /// the call sent meanwhile is answered by the first stream that stays.

@@ -149,6 +149,9 @@ async fn stream(
             flush(&app, &mut backlog, &body);
         }
     }
+    // Who ended the stream: the relayer (a fault, its session gone) or the client, which closed
+    // its connection.
+    let mut by = "relayer";
     while flap.is_none() {
         let notified = changed.notified();
         let (stall, eof) = {
@@ -160,6 +163,7 @@ async fn stream(
             break;
         }
         if !stall && !flush(&app, &mut backlog, &body) {
+            by = "client";
             break;
         }
         tokio::select! {
@@ -174,11 +178,14 @@ async fn stream(
                 keepalive_at += std::time::Duration::from_millis(config.keepalive_ms);
             }
             () = notified => {}
-            () = body.closed() => break,
+            () = body.closed() => {
+                by = "client";
+                break;
+            }
         }
     }
     lock(&app.0.live).sessions.remove(&session);
-    emit!(kind::STREAM_CLOSE, session = %session);
+    emit!(kind::STREAM_CLOSE, session = %session, by);
 }
 
 /// Write the backlog as seeded chunks; `false` once the client has gone.

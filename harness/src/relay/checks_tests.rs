@@ -825,6 +825,7 @@ fn checkers_table_lists_the_relay_invariants() {
             "orphans_reconnect",
             "replay_in_order",
             "clean_shutdown",
+            "healthy_streams_kept",
             "user_outcomes",
             "reply_accounting",
             "truthful_endings",
@@ -2060,4 +2061,35 @@ fn client_order_kept_holds_each_session_to_the_clients_write_order() {
     let mut overtaken = written();
     overtaken.extend([note_post(30, 202), call_post(40, 202)]);
     assert_one(&run(order_checks::client_order_kept, overtaken), "client_order_kept", 5, "tools/call id 1 reached the relayer after notifications/roots/list_changed (step 2)");
+}
+
+// ---- healthy_streams_kept -------------------------------------------------------------------
+
+/// Stream `s1` opened at 0 and closed at 5 000 by `by`; the client closes stdin at 20 000; `more`
+/// comes between: events 0–2, then `more`, then the close and the EOF.
+fn stream_closed(by: &str, more: Vec<TraceEvent>) -> Vec<TraceEvent> {
+    let mut events = vec![std_spec(), r_open(0, "s1"), send(10, &call(json!(1), "a1"))];
+    events.extend(more);
+    events.push(TraceEvent::new(5_000, host::RELAYER, kind::STREAM_CLOSE, &[("session", json!("s1")), ("by", json!(by))]));
+    events.push(client_eof(20_000));
+    events
+}
+
+// The bridge closing a stream the relayer kept writing to is flagged; the relayer ending it, a
+// stall that held its bytes, or two calls orphaned on it explain a close.
+#[test]
+fn healthy_streams_kept_flags_a_healthy_stream_the_bridge_closed() {
+    let found = run(stream_checks::healthy_streams_kept, stream_closed("client", vec![]));
+    assert_one(&found, "healthy_streams_kept", 3, "closed stream s1 at 5000 ms");
+    assert_clean(&run(stream_checks::healthy_streams_kept, stream_closed("relayer", vec![])));
+    let stall = |phase: &str, at| {
+        let fields = [("fault", json!("stream_stall")), ("phase", json!(phase)), ("detail", json!("s"))];
+        TraceEvent::new(at, host::SIM, kind::FAULT_INJECTED, &fields)
+    };
+    assert_clean(&run(stream_checks::healthy_streams_kept, stream_closed("client", vec![stall("start", 1_000), stall("end", 4_800)])));
+    let orphaned = |at| recv(at, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true));
+    assert_clean(&run(stream_checks::healthy_streams_kept, stream_closed("client", vec![orphaned(3_000), orphaned(5_000)])));
+    // One orphan is not a broken session.
+    let found = run(stream_checks::healthy_streams_kept, stream_closed("client", vec![orphaned(5_000)]));
+    assert_one(&found, "healthy_streams_kept", 4, "no stall, hold, orphaned calls");
 }

@@ -21,6 +21,8 @@ pub struct Stream {
     pub opened_ms: u64,
     /// When the relayer stopped serving it (its `stream.close`, or a restart); `None`: still open.
     pub closed_ms: Option<u64>,
+    /// The client (the bridge) closed the connection, not the relayer.
+    pub closed_by_client: bool,
 }
 
 /// A window in which bytes on the streams were held back (a stall or a link hold): `(start,
@@ -178,11 +180,13 @@ impl Stories {
                 }
                 (host::RELAYER, kind::STREAM_OPEN) => {
                     open.insert(event.text("session"), stories.streams.len());
-                    stories.streams.push(Stream { session: event.text("session"), opened_ms: event.at_ms, closed_ms: None });
+                    let session = event.text("session");
+                    stories.streams.push(Stream { session, opened_ms: event.at_ms, closed_ms: None, closed_by_client: false });
                 }
                 (host::RELAYER, kind::STREAM_CLOSE) => {
                     if let Some(stream) = open.remove(&event.text("session")) {
                         stories.streams[stream].closed_ms = Some(event.at_ms);
+                        stories.streams[stream].closed_by_client = event.text("by") == "client";
                     }
                 }
                 (host::RELAYER, kind::HTTP_POST) => {

@@ -1,6 +1,7 @@
-//! The relay checkers about the bridge's stream lifecycle: how it reconnects, replays and shuts
-//! down. They hold for every correct bridge under any fault, so they catch regressions nobody
-//! has named yet (a hot reconnect loop, two streams at once, a reordered replay, a hang on EOF).
+//! The relay checkers about the bridge's stream lifecycle: how it reconnects, replays, keeps a
+//! healthy stream and shuts down. They hold for every correct bridge under any fault, so they
+//! catch regressions nobody has named yet (a hot reconnect loop, two streams at once, a reordered
+//! replay, a watchdog that keep-alives do not reset, a hang on EOF).
 
 use std::collections::BTreeMap;
 
@@ -8,7 +9,7 @@ use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
 use super::checks::Facts;
-use crate::check::capped;
+use crate::check::{capped, message};
 use crate::trace::Violation;
 
 /// `min(15 000, 500 * 2^attempt)`, MODEL.md §1.3, computed here independently of the bridge.
@@ -133,4 +134,48 @@ pub fn clean_shutdown(facts: &Facts<'_>) -> Vec<Violation> {
         None => "stdin closed and the bridge never exited".to_string(),
     };
     vec![facts.violation("clean_shutdown", index, detail)]
+}
+
+/// The bridge keeps a healthy stream (MODEL.md §1.4): it closes a stream the relayer was still
+/// writing to (a keep-alive at least every third of the idle budget) only for a reason the
+/// boundaries show: a stall or a link hold kept the stream's bytes back, two calls were orphaned
+/// on it (the client read their close-outs as the stream closed), the client's late `initialize`
+/// replaced a session initialized before it, or the client closed stdin. Read from the relayer's
+/// log (`stream.close by=client`), the fault windows and the client's stdio; the bridge's stated
+/// reason (`sse.closed reason=idle`) is what is judged, never the ground truth.
+pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
+    let slack = facts.slack_ms;
+    let eof = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at);
+    // From the last byte a hold kept back to the watchdog tick that notices: the idle budget,
+    // one watchdog period and the slack.
+    let noticed_ms = facts.sse_idle_ms + (facts.sse_idle_ms / 3).max(500) + 2 * slack;
+    let client_reads = |text: &str, from: u64, to: u64| {
+        let reads = facts.trace.events.iter().filter(|e| e.host == host::CLIENT && e.kind == kind::MCP_RECV);
+        reads.filter(|e| from <= e.at_ms && e.at_ms <= to && e.text("msg").contains(text)).count()
+    };
+    let initialized_at = |at: u64| {
+        facts.trace.events.iter().any(|e| {
+            e.host == host::CLIENT && e.kind == kind::MCP_SEND && e.at_ms + 2 * slack >= at && e.at_ms <= at + slack
+                && message(e).get("method").and_then(Value::as_str) == Some("initialize")
+        })
+    };
+    let mut found = Vec::new();
+    for stream in facts.stories.streams.iter().filter(|s| s.closed_by_client) {
+        let Some(closed) = stream.closed_ms else { continue };
+        let held = facts.stories.holds.iter().any(|h| {
+            (!h.older_streams_only || stream.opened_ms < h.start_ms) && h.start_ms <= closed && closed <= h.end_ms + noticed_ms
+        });
+        let orphaned = client_reads("no reply within", stream.opened_ms, closed + 2 * slack) >= 2
+            && client_reads("no reply within", closed.saturating_sub(2 * slack), closed + 2 * slack) >= 1;
+        if held || orphaned || initialized_at(closed) || closed + slack >= eof {
+            continue;
+        }
+        let index = facts.trace.events.iter().position(|e| e.kind == kind::STREAM_CLOSE && e.text("session") == stream.session);
+        let detail = format!(
+            "the bridge closed stream {} at {closed} ms (open since {} ms) while the relayer kept writing to it, with no stall, hold, orphaned calls or client initialize to explain it",
+            stream.session, stream.opened_ms
+        );
+        found.push(facts.violation("healthy_streams_kept", index.unwrap_or(0), detail));
+    }
+    capped(found)
 }

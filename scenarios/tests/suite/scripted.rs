@@ -117,6 +117,19 @@ fn a_rate_limited_initialize_answers_the_waiting_call_at_once() {
     snapshot("relay_rate_limited_initialize", &outcome);
 }
 
+// Goal: keep-alives count as stream activity, so a quiet stream is never mistaken for a dead
+// one. Method: only keep-alives (every 200 ms) cross the stream for 4 s between two calls, with
+// a 1 500 ms idle budget. A watchdog that only data events reset closes the healthy stream
+// (`healthy_streams_kept`, from the relayer's `stream.close by=client`).
+#[test]
+fn a_quiet_stream_with_keepalives_is_kept() {
+    let outcome = run(&scenarios::quiet_stream());
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(count(&outcome, kind::STREAM_OPEN), 1, "one stream all along");
+    assert_eq!(replies(&outcome, 2)[0].pointer("/result/isError"), Some(&Value::Bool(false)));
+    snapshot("relay_quiet_stream", &outcome);
+}
+
 // Goal: a relayer that keeps accepting streams and dropping them before their endpoint event sees
 // the bridge back off more each time, and never a stream left unreplaced. Method: the first
 // stream ends at 3 s and every new one is dropped at once for 4 s; a call is sent at 3.5 s.
@@ -398,6 +411,7 @@ fn mutants_gate_relay() {
         scenarios::replay_double_write(),
         scenarios::rate_limited_initialize(),
         scenarios::flapping_relayer(),
+        scenarios::quiet_stream(),
     ];
     for scenario in scripted {
         assert_eq!(run(&scenario).violations, vec![]);
