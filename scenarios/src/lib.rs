@@ -105,6 +105,29 @@ pub fn rate_limited_initialize() -> Scenario {
     relay(5, fast_timing(30_000, 8_000), steps, faults)
 }
 
+/// An initialize nobody answered: a proxy resets every POST's connection for the first 1.2 s,
+/// before the relayer reads it, so the session's `initialize` and both its retries go unanswered.
+/// No answer is no refusal: the bridge carries on and sends the waiting call, which the relayer
+/// refuses as not initialized (MCP lifecycle); the bridge initializes the session and sends the
+/// call again, and the call succeeds.
+pub fn unanswered_initialize() -> Scenario {
+    let steps = vec![call(0, 1, Tool::Recall, 50)];
+    let faults = vec![RelayFault::PostReset { at_ms: 0, for_ms: 1_200, after_admit: false }];
+    relay(8, fast_timing(30_000, 8_000), steps, faults)
+}
+
+/// `unanswered_initialize`, and then the token is revoked (401 from 1.3 s) just as the bridge
+/// initializes the session again for the refused call. Nothing ran for that call: it is among
+/// the requests the refused `initialize` answers at once, never one whose work "may have
+/// completed".
+pub fn unanswered_initialize_then_revoked() -> Scenario {
+    let mut scenario = unanswered_initialize();
+    if let harness::scenario::FamilyScenario::Relay(relay) = &mut scenario.family {
+        relay.faults.push(RelayFault::PostReject { at_ms: 1_300, for_ms: 2_000, status: 401 });
+    }
+    scenario
+}
+
 /// A quiet but healthy stream: keep-alives every 200 ms are all the relayer writes for 4 s, more
 /// than twice the 1 500 ms idle budget, between two calls. Keep-alives are stream activity: the
 /// bridge keeps its one stream.

@@ -189,6 +189,7 @@ impl Bridge {
             msg,
             key: idempotency_key,
             posted_gen: None,
+            sent: false,
             accepted: false,
         };
         state.inflight.insert(key, entry);
@@ -428,6 +429,7 @@ impl Bridge {
             entry.started_at = seam::now();
         }
         entry.posted_gen = Some(gen);
+        entry.sent = true;
         let header_key = (!(replay && bugs.no_idempotency_key)).then(|| entry.key.clone());
         emit!(
             kind::POST_SEND,
@@ -456,7 +458,7 @@ impl Bridge {
         let waiting: Vec<(String, bool)> = {
             let state = self.state.borrow();
             let unaccepted = state.inflight.iter().filter(|(_, entry)| !entry.accepted);
-            unaccepted.map(|(key, entry)| (key.clone(), entry.posted_gen.is_some())).collect()
+            unaccepted.map(|(key, entry)| (key.clone(), entry.sent)).collect()
         };
         let refusal = rejection_text(status, attempts);
         for (key, sent) in waiting {
@@ -616,10 +618,12 @@ impl Bridge {
         let owner = state.inflight.iter().find(|(_, entry)| id_key(&entry.upstream) == key).map(|(k, _)| k.clone());
         if let Some(owner) = owner {
             // The relayer refused it because the session was not initialized: initialize it
-            // and send the request again (nothing ran).
+            // and send the request again. Nothing ran: until a later POST is accepted, the
+            // request is not one whose work may have completed.
             if msg.pointer("/error/code").and_then(Value::as_i64) == Some(NOT_INITIALIZED) {
                 if let Some(entry) = state.inflight.get_mut(&owner) {
                     entry.posted_gen = None;
+                    entry.accepted = false;
                 }
                 state.initialized_gen = None;
                 drop(state);
@@ -711,7 +715,7 @@ impl Bridge {
                  before retrying a write."
             );
         }
-        if entry.posted_gen.is_some() {
+        if entry.sent {
             return format!(
                 "no reply within {timeout} ms{stream}: the relayer never confirmed receiving the \
                  request. If it still arrives it may run: check its effect before retrying a write."
@@ -769,7 +773,7 @@ impl Bridge {
             let text = if entry.accepted {
                 "the bridge is shutting down (stdin closed) before the reply arrived. The work may \
                  have completed: check its effect before retrying a write."
-            } else if entry.posted_gen.is_some() {
+            } else if entry.sent {
                 "the bridge is shutting down (stdin closed); the relayer never confirmed receiving \
                  the request. If it still arrives it may run: check its effect before retrying a write."
             } else {

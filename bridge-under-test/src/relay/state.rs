@@ -25,6 +25,8 @@ pub struct InFlight {
     pub key: String,
     /// The stream generation it was last POSTed to, if any.
     pub posted_gen: Option<u64>,
+    /// Whether it was ever POSTed, to any session (what an error text may say of it).
+    pub sent: bool,
     /// The relayer accepted a POST of it (2xx): from then on the work may have completed.
     pub accepted: bool,
 }
@@ -219,6 +221,7 @@ mod tests {
             msg: Value::Null,
             key: String::new(),
             posted_gen,
+            sent: posted_gen.is_some(),
             accepted: false,
         };
         state.inflight.insert("5".into(), entry(3, 5, None));

@@ -46,6 +46,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("quiescence", outcome_checks::quiescence),
     ("wire_conformance", wire::wire_conformance),
     ("post_retries", retry_checks::post_retries),
+    ("refused_requests_resent", retry_checks::refused_requests_resent),
     ("client_order_kept", order_checks::client_order_kept),
 ];
 

@@ -839,6 +839,7 @@ fn checkers_table_lists_the_relay_invariants() {
             "quiescence",
             "wire_conformance",
             "post_retries",
+            "refused_requests_resent",
             "client_order_kept",
         ]
     );
@@ -2092,4 +2093,31 @@ fn healthy_streams_kept_flags_a_healthy_stream_the_bridge_closed() {
     // One orphan is not a broken session.
     let found = run(stream_checks::healthy_streams_kept, stream_closed("client", vec![orphaned(5_000)]));
     assert_one(&found, "healthy_streams_kept", 4, "no stall, hold, orphaned calls");
+}
+
+// ---- refused_requests_resent ----------------------------------------------------------------
+
+/// Call 1 accepted on `s1` at 11, refused there as not initialized (the relayer's reply saying
+/// so written at `refused_ms`); then `more`; the client reads a close-out at 9 000 and closes
+/// stdin at 20 000: events 0–4, `more`, answer, EOF.
+fn refused_uninitialized(refused_ms: u64, more: Vec<TraceEvent>) -> Vec<TraceEvent> {
+    let refusal = rpc_error(Some(json!("1")), -32002, "Invalid Request: session not initialized");
+    let refused = r_sent(refused_ms, "1", "a1", "s1", &refusal);
+    let mut events = vec![std_spec(), r_open(0, "s1"), send(10, &call(json!(1), "a1")), r_post(11, "s1", "1", "tools/call", "a1", 202), refused];
+    events.extend(more);
+    events.push(recv(9_000, &tool_result(json!(1), "no reply within 8000 ms: the relayer refused the request", true)));
+    events.push(client_eof(20_000));
+    events
+}
+
+// A request the relayer refused as uninitialized is sent again; left to its deadline, it is not.
+#[test]
+fn refused_requests_resent_flags_a_refused_request_left_to_its_deadline() {
+    let found = run(retry_checks::refused_requests_resent, refused_uninitialized(11, vec![]));
+    assert_one(&found, "refused_requests_resent", 4, "never sent again and was closed out at 9000 ms");
+    let resent = vec![r_post(100, "s1", "relay-init-1", "initialize", "", 202), r_post(150, "s1", "1", "tools/call", "a1", 202)];
+    assert_clean(&run(retry_checks::refused_requests_resent, refused_uninitialized(11, resent)));
+    // Hunt seed 99 (v1.relay.none.bdfce7d602dfd77d): a late reply fault held the refusal back
+    // until the deadline had passed; the bridge never knew.
+    assert_clean(&run(retry_checks::refused_requests_resent, refused_uninitialized(8_990, vec![])));
 }

@@ -194,8 +194,12 @@ pub fn truthful_endings(facts: &Facts<'_>) -> Vec<Violation> {
             continue;
         }
         let Some(text) = error_text(&answer.msg) else { continue };
-        let accepted_before = story.posts.iter().any(|p| p.status == 202 && p.at_ms <= answer.at_ms + facts.slack_ms);
-        let accepted_ever = story.posts.iter().any(|p| p.status == 202);
+        // Accepted and served: a POST the relayer accepted but then refused as not initialized
+        // ran nothing and has no reply to lose, once the refusal reached the bridge (a late one
+        // leaves the bridge knowing only that the relayer accepted it).
+        let told = story.refusals.iter().filter(|(_, at, session)| facts.stories.released_ms(session, *at, facts.slack_ms) + facts.slack_ms < answer.at_ms).count();
+        let served = |before: usize| story.posts.iter().filter(|p| p.status == 202 && p.index < before).count() > told;
+        let (accepted_before, accepted_ever) = (served(answer.index), served(usize::MAX));
         // An ending that names the session's `initialize` names that POST's status. What the
         // relayer logged before the client read its answer is what the trace has before it (the
         // trace is in causal order; times may be a tick apart).

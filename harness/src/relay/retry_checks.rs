@@ -129,3 +129,43 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
     found.sort_by_key(|v| v.at_ms);
     capped(found)
 }
+
+/// A request the relayer refused unserved because its session was not initialized
+/// (`rpc.refused`) is sent again, after a new `initialize`, before the client reads its answer:
+/// it is never left to be closed out at its deadline, nor left waiting while stdin stays open.
+/// Read from the relayer's log (the refusal, the later POSTs of the request) and the client's
+/// stdio (its answer, stdin's end).
+pub fn refused_requests_resent(facts: &Facts<'_>) -> Vec<Violation> {
+    let eof = facts.stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
+    let mut found = Vec::new();
+    for (n, request) in facts.requests.iter().enumerate() {
+        let story = &facts.stories.of[n];
+        let Some((refused, refused_ms, session)) = story.refusals.last().filter(|_| request.judged()) else { continue };
+        if story.posts.iter().any(|p| p.index > *refused) {
+            continue;
+        }
+        let answer = request.answered.as_ref();
+        // The bridge learns of the refusal when its reply leaves the stream (a stall or hold may
+        // keep it back), and needs a round trip to send again.
+        let told = facts.stories.released_ms(session, *refused_ms, facts.slack_ms) + 2 * facts.slack_ms;
+        if answer.is_some_and(|a| a.at_ms <= told) {
+            continue;
+        }
+        // A close-out while no session was up is no missed resend (`truthful_endings` holds the
+        // claim to the relayer's streams).
+        let closed_out = answer.is_some_and(|a| error_text(&a.msg).is_some_and(|t| t.contains("no reply within") && !t.contains("stream was down")));
+        let waiting = answer.is_none() && eof > facts.horizon_ms;
+        if !(closed_out || waiting) || answer.is_some_and(|a| a.at_ms + facts.slack_ms >= eof) {
+            continue;
+        }
+        let ending = answer.map_or("was never answered".to_string(), |a| format!("was closed out at {} ms", a.at_ms));
+        let detail = format!(
+            "{} id {}: the relayer refused it at {} ms because its session was not initialized; it was never sent again and {ending}",
+            request.method,
+            request.id.as_deref().unwrap_or(""),
+            refused_ms
+        );
+        found.push(facts.violation("refused_requests_resent", *refused, detail));
+    }
+    capped(found)
+}

@@ -68,8 +68,10 @@ pub struct Story {
     pub sent: Vec<Sent>,
     /// Mock faults that fired on this request (`fault.fired`).
     pub fired: Vec<String>,
-    /// Refused by the relayer (`rpc.refused`).
-    pub refused: bool,
+    /// The relayer's refusals of it, unserved after accepting its POST (the session was not
+    /// initialized), as the replies it wrote to say so: `(index, at, session)` of each
+    /// `reply.sent`. Nothing ran for those POSTs.
+    pub refusals: Vec<(usize, u64, String)>,
 }
 
 /// Everything the relayer observed, and the stories of the client's requests.
@@ -239,17 +241,14 @@ impl Stories {
                         stories.of[n].done_ms.get_or_insert(event.at_ms);
                     }
                 }
-                (host::RELAYER, kind::RPC_REFUSED) => {
-                    if let Some(n) = owner_of(&carried, event) {
-                        stories.of[n].refused = true;
-                    }
-                }
+
                 (host::RELAYER, kind::REPLY_SENT) => {
                     let Some(n) = owner_of(&carried, event) else { continue };
                     let msg = message(event);
                     // A refusal before `initialize` is the relayer asking for the handshake, not
                     // an answer the bridge owes the client (it initializes and sends again).
                     if msg.pointer("/error/code").and_then(Value::as_i64) == Some(NOT_INITIALIZED) {
+                        stories.of[n].refusals.push((index, event.at_ms, event.text("session")));
                         continue;
                     }
                     // The relayer's reply to the bridge's own `initialize` is not the answer to a

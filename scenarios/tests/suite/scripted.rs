@@ -117,6 +117,35 @@ fn a_rate_limited_initialize_answers_the_waiting_call_at_once() {
     snapshot("relay_rate_limited_initialize", &outcome);
 }
 
+// Goal: a request the relayer refuses because its session was never initialized is sent again
+// after a new `initialize`, not left to its deadline. Method: every POST's connection is reset
+// for 1.2 s, before the relayer reads it, so the session's `initialize` goes unanswered three
+// times; the call that was waiting meets an uninitialized session.
+#[test]
+fn a_call_refused_as_uninitialized_is_sent_again_after_initialize() {
+    let outcome = run(&scenarios::unanswered_initialize());
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(count(&outcome, kind::RPC_REFUSED), 1, "the call met an uninitialized session once");
+    let posts: Vec<String> = events(&outcome, kind::HTTP_POST).iter().map(|e| format!("{}:{}", e.text("method"), e.num("status"))).collect();
+    assert_eq!(&posts[3..], ["tools/call:202", "initialize:202", "tools/call:202"], "{posts:?}");
+    assert_eq!(replies(&outcome, 1)[0].pointer("/result/isError"), Some(&Value::Bool(false)));
+    snapshot("relay_unanswered_initialize", &outcome);
+}
+
+// Goal: a request the relayer refused unserved is not one whose work "may have completed": when
+// the session's next `initialize` is refused for good, it is answered at once with that refusal.
+// Method: `unanswered_initialize`, with the token revoked (401) as the bridge initializes again.
+// Before the fix the bridge still counted the refused call as accepted, kept it owed, and closed
+// it out at its deadline saying the work may have completed (`truthful_endings`).
+#[test]
+fn a_call_refused_unserved_is_answered_with_the_next_refusal() {
+    let outcome = run(&scenarios::unanswered_initialize_then_revoked());
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(count(&outcome, kind::RPC_REFUSED), 1, "the call met an uninitialized session");
+    let text = error_text(&replies(&outcome, 1)[0]).expect("an error");
+    assert!(text.contains("initialize failed") && text.contains("HTTP 401") && !text.contains("may have completed"), "{text}");
+}
+
 // Goal: keep-alives count as stream activity, so a quiet stream is never mistaken for a dead
 // one. Method: only keep-alives (every 200 ms) cross the stream for 4 s between two calls, with
 // a 1 500 ms idle budget. A watchdog that only data events reset closes the healthy stream
@@ -412,6 +441,8 @@ fn mutants_gate_relay() {
         scenarios::rate_limited_initialize(),
         scenarios::flapping_relayer(),
         scenarios::quiet_stream(),
+        scenarios::unanswered_initialize(),
+        scenarios::unanswered_initialize_then_revoked(),
     ];
     for scenario in scripted {
         assert_eq!(run(&scenario).violations, vec![]);
