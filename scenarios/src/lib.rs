@@ -128,6 +128,15 @@ pub fn unanswered_initialize_then_revoked() -> Scenario {
     scenario
 }
 
+/// A late handshake: the IDE sends `initialize` at 300 ms, once the bridge has its session, and
+/// `notifications/initialized` 300 ms later, with a call right behind it. The bridge initializes
+/// the session with the client's params, sends its own note once the client's comes, and then
+/// the call.
+pub fn late_handshake() -> Scenario {
+    let steps = vec![step(300, 0, Op::Initialize), step(600, 0, Op::Initialized), call(620, 1, Tool::Recall, 50)];
+    relay(9, fast_timing(30_000, 8_000), steps, vec![])
+}
+
 /// A quiet but healthy stream: keep-alives every 200 ms are all the relayer writes for 4 s, more
 /// than twice the 1 500 ms idle budget, between two calls. Keep-alives are stream activity: the
 /// bridge keeps its one stream.

@@ -146,6 +146,19 @@ fn a_call_refused_unserved_is_answered_with_the_next_refusal() {
     assert!(text.contains("initialize failed") && text.contains("HTTP 401") && !text.contains("may have completed"), "{text}");
 }
 
+// Goal: a client that talks late is served as itself, and its first call goes right after the
+// handshake. Method: `initialize` at 300 ms (the session is up since 100 ms), the note at 600 ms
+// and a call 20 ms later, while the bridge's own note is in flight.
+#[test]
+fn a_late_handshake_initializes_the_session_with_the_clients_params() {
+    let outcome = run(&scenarios::late_handshake());
+    assert_eq!(outcome.violations, vec![]);
+    let served: Vec<String> = events(&outcome, kind::RPC_INITIALIZE).iter().map(|e| e.text("params")).collect();
+    assert!(served.len() == 1 && served[0].contains("sim-client"), "one initialize, the client's: {served:?}");
+    let answer = events(&outcome, kind::MCP_RECV).into_iter().find(|e| e.text("msg").contains("recall a2: done"));
+    assert!(answer.is_some_and(|e| e.at_ms < 1_500), "the call is answered at once: {answer:?}");
+}
+
 // Goal: keep-alives count as stream activity, so a quiet stream is never mistaken for a dead
 // one. Method: only keep-alives (every 200 ms) cross the stream for 4 s between two calls, with
 // a 1 500 ms idle budget. A watchdog that only data events reset closes the healthy stream
@@ -443,6 +456,7 @@ fn mutants_gate_relay() {
         scenarios::quiet_stream(),
         scenarios::unanswered_initialize(),
         scenarios::unanswered_initialize_then_revoked(),
+        scenarios::late_handshake(),
     ];
     for scenario in scripted {
         assert_eq!(run(&scenario).violations, vec![]);
