@@ -309,6 +309,8 @@ pub fn at_most_once_execution(facts: &Facts<'_>) -> Vec<Violation> {
 /// What an ending says when the session's `initialize` was refused for good and took the requests
 /// waiting on it along.
 pub const INIT_FAILED: &str = "the session's initialize failed";
+/// How every close-out the bridge writes begins its error text (MODEL.md §1.4).
+pub const CLOSE_OUT: &str = "no reply within";
 
 /// Errors the bridge writes say what happened: a close-out never blames a healthy relayer, never
 /// invites a blind retry, and warns the work may have run (or says it was never sent); a

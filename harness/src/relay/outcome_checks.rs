@@ -43,7 +43,12 @@ impl Facts<'_> {
     /// noticed within the idle budget plus a watchdog period, then the reconnect backs off at
     /// most 15 s.
     pub(super) fn recovery_ms(&self) -> u64 {
-        self.sse_idle_ms + (self.sse_idle_ms / 3).max(500) + 15_000 + 4 * self.slack_ms
+        self.sse_idle_ms + self.watchdog_ms() + 15_000 + 4 * self.slack_ms
+    }
+
+    /// How often the bridge's watchdog checks for silence: `max(500, idle/3)` (MODEL.md §1.3).
+    pub(super) fn watchdog_ms(&self) -> u64 {
+        (self.sse_idle_ms / 3).max(500)
     }
 
     /// When a request's life ends for judging faults: its answer, or its bound.

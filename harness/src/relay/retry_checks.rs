@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use bridge_under_test::events::{host, kind};
 
-use super::checks::{error_text, Facts};
+use super::checks::{error_text, Facts, CLOSE_OUT};
 use super::outcome_checks::{POST_RETRIES, RETRY_BASE_MS};
 use crate::check::capped;
 use crate::trace::Violation;
@@ -153,7 +153,7 @@ pub fn refused_requests_resent(facts: &Facts<'_>) -> Vec<Violation> {
         }
         // A close-out while no session was up is no missed resend (`truthful_endings` holds the
         // claim to the relayer's streams).
-        let closed_out = answer.is_some_and(|a| error_text(&a.msg).is_some_and(|t| t.contains("no reply within") && !t.contains("stream was down")));
+        let closed_out = answer.is_some_and(|a| error_text(&a.msg).is_some_and(|t| t.contains(CLOSE_OUT) && !t.contains("stream was down")));
         let waiting = answer.is_none() && eof > facts.horizon_ms;
         if !(closed_out || waiting) || answer.is_some_and(|a| a.at_ms + facts.slack_ms >= eof) {
             continue;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
-use super::checks::Facts;
+use super::checks::{Facts, CLOSE_OUT};
 use crate::check::{capped, message};
 use crate::trace::Violation;
 
@@ -148,7 +148,7 @@ pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
     let eof = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at);
     // From the last byte a hold kept back to the watchdog tick that notices: the idle budget,
     // one watchdog period and the slack.
-    let noticed_ms = facts.sse_idle_ms + (facts.sse_idle_ms / 3).max(500) + 2 * slack;
+    let noticed_ms = facts.sse_idle_ms + facts.watchdog_ms() + 2 * slack;
     let client_reads = |text: &str, from: u64, to: u64| {
         let reads = facts.trace.events.iter().filter(|e| e.host == host::CLIENT && e.kind == kind::MCP_RECV);
         reads.filter(|e| from <= e.at_ms && e.at_ms <= to && e.text("msg").contains(text)).count()
@@ -165,8 +165,8 @@ pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
         let held = facts.stories.holds.iter().any(|h| {
             (!h.older_streams_only || stream.opened_ms < h.start_ms) && h.start_ms <= closed && closed <= h.end_ms + noticed_ms
         });
-        let orphaned = client_reads("no reply within", stream.opened_ms, closed + 2 * slack) >= 2
-            && client_reads("no reply within", closed.saturating_sub(2 * slack), closed + 2 * slack) >= 1;
+        let orphaned = client_reads(CLOSE_OUT, stream.opened_ms, closed + 2 * slack) >= 2
+            && client_reads(CLOSE_OUT, closed.saturating_sub(2 * slack), closed + 2 * slack) >= 1;
         if held || orphaned || initialized_at(closed) || closed + slack >= eof {
             continue;
         }
