@@ -48,6 +48,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("post_retries", retry_checks::post_retries),
     ("refused_requests_resent", retry_checks::refused_requests_resent),
     ("client_order_kept", order_checks::client_order_kept),
+    ("requests_posted_promptly", order_checks::requests_posted_promptly),
 ];
 
 pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;

@@ -841,6 +841,7 @@ fn checkers_table_lists_the_relay_invariants() {
             "post_retries",
             "refused_requests_resent",
             "client_order_kept",
+            "requests_posted_promptly",
         ]
     );
 }
@@ -2062,6 +2063,38 @@ fn client_order_kept_holds_each_session_to_the_clients_write_order() {
     let mut overtaken = written();
     overtaken.extend([note_post(30, 202), call_post(40, 202)]);
     assert_one(&run(order_checks::client_order_kept, overtaken), "client_order_kept", 5, "tools/call id 1 reached the relayer after notifications/roots/list_changed (step 2)");
+}
+
+#[test]
+fn requests_posted_promptly_finds_a_pump_that_idles_while_a_request_waits() {
+    let init = "\"relay-init-1\"";
+    // The session opens at 500 ms, after the client wrote its call at 10 ms: the session's
+    // `initialize` goes first, then the call, one round trip after the other; the tool runs.
+    let posted = |init_ms: u64, call_ms: u64| {
+        vec![
+            std_spec(),
+            send(10, &call(json!(1), "a1")),
+            stream_open(500, "s1"),
+            http_post(init_ms, init, init, "initialize", "", 202),
+            http_post(call_ms, "\"relay-1\"", "1", "tools/call", "a1", 202),
+            tool_done(call_ms + 50, "\"relay-1\"", "a1", "k1", true),
+        ]
+    };
+    assert_clean(&run(order_checks::requests_posted_promptly, posted(520, 540)));
+    // A pump that stopped after the `initialize` and posted the call only when something else
+    // woke it, 300 ms later, while the session sat idle.
+    assert_one(
+        &run(order_checks::requests_posted_promptly, posted(520, 820)),
+        "requests_posted_promptly",
+        4,
+        "tools/call id 1 waited to be posted: the relayer received nothing from the bridge between 520 and 820 ms while session s1 was up",
+    );
+    // The same wait before the session's `initialize`.
+    assert_one(&run(order_checks::requests_posted_promptly, posted(820, 840)), "requests_posted_promptly", 4, "between 500 and 820 ms");
+    // A request a fault touched (its POST refused) is judged elsewhere.
+    let mut refused = posted(520, 820);
+    refused.push(http_post(830, "\"relay-1\"", "1", "tools/call", "a1", 503));
+    assert_clean(&run(order_checks::requests_posted_promptly, refused));
 }
 
 // ---- healthy_streams_kept -------------------------------------------------------------------

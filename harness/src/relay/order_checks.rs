@@ -1,7 +1,8 @@
-//! The relay checker about order, as the relayer sees it: on each session, the client's
-//! messages the relayer accepted arrive in the order the client wrote them. The bridge's pump
-//! posts one message at a time in admission order, and replays what a new session is owed in
-//! that order too, so a tool call never overtakes the cancellation or the call written before it.
+//! The relay checkers about the pump, as the relayer sees it. Order: on each session, the
+//! client's messages the relayer accepted arrive in the order the client wrote them. The bridge's
+//! pump posts one message at a time in admission order, and replays what a new session is owed
+//! in that order too, so a tool call never overtakes the cancellation or the call written before
+//! it. Progress: while a request waits to be posted on a healthy session, the pump never idles.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +11,7 @@ use bridge_under_test::relay::client::note_step;
 use serde_json::Value;
 
 use super::checks::Facts;
+use super::outcome_checks::CONNECT_MS;
 use crate::check::{capped, message};
 use crate::trace::Violation;
 
@@ -60,6 +62,47 @@ pub fn client_order_kept(facts: &Facts<'_>) -> Vec<Violation> {
                 }
                 _ => latest = Some(arrival),
             }
+        }
+    }
+    capped(found)
+}
+
+/// Progress: a request no fault touched, written while the session that first received it was
+/// up (or before), reaches the relayer without the pump idling on the way. From the later of
+/// the client's write and the opening of that session's stream until the request's first POST,
+/// the relayer never goes longer than one POST's round trip (connect included) without a POST
+/// from the bridge: whatever was ahead of the request (the session's `initialize`, earlier
+/// messages) went one after the other. A pump that stops after initializing a session, or waits
+/// for the client's next line, leaves the request unsent while the session sits idle; the
+/// client gets its answer late, or at its deadline as an error.
+pub fn requests_posted_promptly(facts: &Facts<'_>) -> Vec<Violation> {
+    let gap_ms = 2 * facts.slack_ms + CONNECT_MS;
+    let mut found = Vec::new();
+    for (n, (request, story)) in facts.requests.iter().zip(&facts.stories.of).enumerate() {
+        let Some(first) = story.posts.first() else { continue };
+        if !request.judged() || facts.touched(n).is_some() {
+            continue;
+        }
+        let Some(stream) = facts.stories.stream(&first.session) else { continue };
+        let start = request.at_ms.max(stream.opened_ms);
+        let mut last = start;
+        let between = facts.stories.all_posts.iter().map(|p| p.1).filter(|at| *at > start && *at < first.at_ms);
+        for at in between.chain([first.at_ms]) {
+            if at.saturating_sub(last) > gap_ms {
+                let detail = format!(
+                    "{} id {} waited to be posted: the relayer received nothing from the bridge \
+                     between {last} and {at} ms while session {} was up (written at {} ms, \
+                     posted at {} ms)",
+                    request.method,
+                    request.id.as_deref().unwrap_or("?"),
+                    first.session,
+                    request.at_ms,
+                    first.at_ms
+                );
+                found.push(facts.violation("requests_posted_promptly", first.index, detail));
+                break;
+            }
+            last = at;
         }
     }
     capped(found)
