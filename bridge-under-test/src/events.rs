@@ -162,6 +162,7 @@ pub mod kind {
     pub const STREAM_OPEN: &str = "stream.open";
     pub const RPC_CANCEL: &str = "rpc.cancel";
     pub const STREAM_CLOSE: &str = "stream.close";
+    pub const STREAM_REFUSED: &str = "stream.refused";
     pub const HTTP_POST: &str = "http.post";
     pub const TOOL_EXEC: &str = "tool.exec";
     pub const TOOL_DEDUP: &str = "tool.dedup";

@@ -2,7 +2,7 @@
 //! `POST /messages?sessionId=..` (202 / 404 / 401 / 429 / 5xx), with an execution log keyed by
 //! idempotency key and the fault knobs of [`RelayerKnobs`](super::RelayerKnobs).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
@@ -27,11 +27,13 @@ use crate::events::{host, kind};
 use crate::rng::SimRng;
 use crate::seam;
 
-/// What survives a relayer bounce: its database (the execution log) and its boot count.
+/// What survives a relayer bounce: its database (the execution log), its boot count, and the
+/// sessions it ever issued (so a POST to one it lost is told apart from one it never issued).
 #[derive(Debug, Default)]
 pub struct Durable {
     boots: u64,
     log: BTreeMap<String, Execution>,
+    issued: BTreeSet<String>,
 }
 
 pub type SharedDurable = Arc<Mutex<Durable>>;
@@ -103,6 +105,7 @@ fn authorized(config: &RelayerConfig, headers: &HeaderMap) -> bool {
 
 async fn open_stream(State(app): State<App>, headers: HeaderMap) -> Response {
     if !authorized(&app.0.config, &headers) {
+        emit!(kind::STREAM_REFUSED, status = 401, cause = "token");
         return StatusCode::UNAUTHORIZED.into_response();
     }
     let (items_tx, items_rx) = mpsc::unbounded_channel();
@@ -116,6 +119,7 @@ async fn open_stream(State(app): State<App>, headers: HeaderMap) -> Response {
         live.sessions.insert(session.clone(), Session { items: items_tx, style, next_event: 1, initialized: false });
         (session, style)
     };
+    lock(&app.0.durable).issued.insert(session.clone());
     emit!(kind::STREAM_OPEN, session = %session, style = %style.label());
     tokio::task::spawn_local(stream(app.clone(), session, style, items_rx, body_tx));
     Response::builder()
@@ -226,7 +230,8 @@ async fn on_post(
     let note = super::client::note_step(&msg).map(Value::to_string).unwrap_or_default();
     // A reset before the POST was served is logged with status 0: nothing admitted or run.
     let reset = lock(&app.0.knobs).reset_posts;
-    let status = (reset != Some(false)).then(|| app.admit(&session, &headers, &msg));
+    let admitted = (reset != Some(false)).then(|| app.admit(&session, &headers, &msg));
+    let (status, cause) = admitted.map_or((None, "reset"), |(status, cause)| (Some(status), cause));
     emit!(
         kind::HTTP_POST,
         session = %session,
@@ -236,7 +241,8 @@ async fn on_post(
         method = %method,
         action,
         key = key.as_deref().unwrap_or(""),
-        status = status.map_or(0, |s| s.as_u16())
+        status = status.map_or(0, |s| s.as_u16()),
+        cause
     );
     if status == Some(StatusCode::ACCEPTED) {
         app.dispatch(&session, msg, key);
@@ -251,20 +257,30 @@ async fn on_post(
 }
 
 impl App {
-    fn admit(&self, session: &str, headers: &HeaderMap, msg: &Value) -> StatusCode {
+    /// Admit a POST as a real MCP server does, checking in its order: the bearer token, then
+    /// (an injected fault) a refusal of everything, the session, the content type, the body.
+    /// Returns the status and its cause, which the relayer logs: `accepted`, `token`, `fault`,
+    /// `gone` (a session it issued and has since closed or lost), `unknown` (one it never
+    /// issued), `content_type` (not `application/json`), `malformed` (not JSON).
+    fn admit(&self, session: &str, headers: &HeaderMap, msg: &Value) -> (StatusCode, &'static str) {
         if !authorized(&self.0.config, headers) {
-            return StatusCode::UNAUTHORIZED;
+            return (StatusCode::UNAUTHORIZED, "token");
         }
         if let Some(status) = lock(&self.0.knobs).reject_status {
-            return StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return (StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), "fault");
         }
         if !lock(&self.0.live).sessions.contains_key(session) {
-            return StatusCode::NOT_FOUND;
+            let issued = lock(&self.0.durable).issued.contains(session);
+            return (StatusCode::NOT_FOUND, if issued { "gone" } else { "unknown" });
+        }
+        let json = headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/json"));
+        if !json {
+            return (StatusCode::UNSUPPORTED_MEDIA_TYPE, "content_type");
         }
         if msg.is_null() {
-            return StatusCode::BAD_REQUEST;
+            return (StatusCode::BAD_REQUEST, "malformed");
         }
-        StatusCode::ACCEPTED
+        (StatusCode::ACCEPTED, "accepted")
     }
 
     fn dispatch(&self, session: &str, msg: Value, key: Option<String>) {

@@ -11,7 +11,7 @@ use crate::check::{capped, message};
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
 
-use super::{handshake_checks, outcome_checks};
+use super::{admission_checks, handshake_checks, outcome_checks};
 use super::{order_checks, retry_checks};
 use super::story::Stories;
 use super::stream_checks;
@@ -49,6 +49,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("refused_requests_resent", retry_checks::refused_requests_resent),
     ("client_order_kept", order_checks::client_order_kept),
     ("requests_posted_promptly", order_checks::requests_posted_promptly),
+    ("requests_admissible", admission_checks::requests_admissible),
 ];
 
 pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;

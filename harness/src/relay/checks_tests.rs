@@ -842,6 +842,7 @@ fn checkers_table_lists_the_relay_invariants() {
             "refused_requests_resent",
             "client_order_kept",
             "requests_posted_promptly",
+            "requests_admissible",
         ]
     );
 }
@@ -2095,6 +2096,27 @@ fn requests_posted_promptly_finds_a_pump_that_idles_while_a_request_waits() {
     let mut refused = posted(520, 820);
     refused.push(http_post(830, "\"relay-1\"", "1", "tools/call", "a1", 503));
     assert_clean(&run(order_checks::requests_posted_promptly, refused));
+}
+
+#[test]
+fn requests_admissible_flags_refusals_only_the_bridge_can_cause() {
+    let refused = |status: u64, cause: &str| {
+        let mut post = http_post(100, "\"relay-1\"", "1", "tools/call", "a1", status);
+        post.fields.push(("cause".to_string(), json!(cause)));
+        vec![std_spec(), stream_open(0, "s1"), send(10, &call(json!(1), "a1")), post]
+    };
+    // Refusals for causes outside the bridge: an injected one, a lost session, a reset.
+    for (status, cause) in [(202, "accepted"), (401, "fault"), (503, "fault"), (404, "gone"), (0, "reset")] {
+        assert_clean(&run(admission_checks::requests_admissible, refused(status, cause)));
+    }
+    // A retry that lost its token, a session the relayer never issued, a body not sent as JSON.
+    assert_one(&run(admission_checks::requests_admissible, refused(401, "token")), "requests_admissible", 3, "HTTP 401: the bearer token was missing or wrong");
+    assert_one(&run(admission_checks::requests_admissible, refused(404, "unknown")), "requests_admissible", 3, "never issued that session");
+    assert_one(&run(admission_checks::requests_admissible, refused(415, "content_type")), "requests_admissible", 3, "application/json");
+    assert_one(&run(admission_checks::requests_admissible, refused(400, "malformed")), "requests_admissible", 3, "not JSON");
+    // A stream refused for its token.
+    let stream = relayer(5, kind::STREAM_REFUSED, &[("status", json!(401)), ("cause", json!("token"))]);
+    assert_one(&run(admission_checks::requests_admissible, vec![std_spec(), stream]), "requests_admissible", 1, "refused a stream with HTTP 401");
 }
 
 // ---- healthy_streams_kept -------------------------------------------------------------------

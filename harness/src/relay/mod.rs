@@ -1,6 +1,7 @@
 //! The relay family in the harness: its scenario, how it is set up in a simulation, its spec
 //! (the constants checkers judge against), faults, generators and checkers.
 
+pub mod admission_checks;
 pub mod checks;
 pub mod coverage;
 pub mod faults;
