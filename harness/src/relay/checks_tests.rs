@@ -1636,6 +1636,43 @@ fn notifications_delivered_flags_a_dropped_notification() {
     assert_one(&run(outcome_checks::notifications_delivered, events), "notifications_delivered", 2, "never reached the relayer");
 }
 
+// A notification (step 2) whose POST met a session the relayer had lost (404) must go again to
+// the next session before the call the client wrote after it, however soon the client closes.
+#[test]
+fn notifications_delivered_flags_a_notification_dropped_before_a_later_call() {
+    use bridge_under_test::relay::client::NOTE_META;
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed", "params": {"_meta": {NOTE_META: 2}}});
+    let note_post = |at_ms: u64, session: &str, status: u64| {
+        let mut post = r_post(at_ms, session, "", "notifications/roots/list_changed", "", status);
+        post.fields.push(("note".to_string(), json!("2")));
+        post
+    };
+    let lost = |resent: bool| {
+        let mut events = vec![
+            std_spec(),
+            stream_open(0, "s1"),
+            send(10, &note), // 2
+            send(20, &call(json!(1), "a1")),
+            note_post(30, "s1", 404),
+            stream_close(40, "s1"),
+            stream_open(600, "s2"),
+        ];
+        if resent {
+            events.push(note_post(650, "s2", 202));
+        }
+        events.push(r_post(700, "s2", "\"relay-1\"", "tools/call", "a1", 202));
+        events.push(client_eof(2_000));
+        events
+    };
+    assert_clean(&run(outcome_checks::notifications_delivered, lost(true)));
+    assert_one(
+        &run(outcome_checks::notifications_delivered, lost(false)),
+        "notifications_delivered",
+        2,
+        "never reached the relayer, which accepted the client's later tools/call id 1",
+    );
+}
+
 // ---- sessions_initialized -------------------------------------------------------------------
 
 #[test]

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bridge_under_test::events::{host, kind};
+use bridge_under_test::relay::client::note_step;
 use serde_json::Value;
 
 use super::checks::{error_text, Facts, Request, INIT_FAILED};
@@ -506,7 +507,9 @@ pub fn cancellations_name_their_request(facts: &Facts<'_>) -> Vec<Violation> {
 /// (sent again to the next session) until one is accepted, refused for good (401, 403), or
 /// refused transiently more often than the retries allow on one session.
 /// `notifications/initialized` is also sent by the bridge itself to every session: any accepted
-/// one after the client's counts.
+/// one after the client's counts. Order makes the check sharp: a notification the relayer never
+/// accepted, while it accepted a message the client wrote later, was dropped (the outbox sends
+/// in the client's order), even if the client closed stdin soon after.
 pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     let eof = facts.stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
     // After heal the bridge may still be backing off before its next stream (up to 15 s) or
@@ -515,6 +518,25 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     let posts = &facts.stories.all_posts;
     // Per method: the next POST not yet accounted for.
     let mut next: BTreeMap<String, usize> = BTreeMap::new();
+    // The steps of the client's notifications the relayer accepted, and the client's earliest
+    // message (by its write's index) the relayer accepted after each write.
+    let accepted: BTreeSet<String> = facts.trace.of_kind(kind::HTTP_POST).filter(|(_, e)| e.num("status") == 202).map(|(_, e)| e.text("note")).filter(|note| !note.is_empty()).collect();
+    let note_writes: Vec<(usize, String)> = facts
+        .trace
+        .of_kind(kind::MCP_SEND)
+        .filter(|(_, e)| e.host == host::CLIENT)
+        .filter_map(|(index, e)| note_step(&message(e)).map(|step| (index, step.to_string())))
+        .collect();
+    let accepted_after = |written: usize| {
+        let request = facts.requests.iter().zip(&facts.stories.of).find(|(r, story)| r.index > written && story.posts.iter().any(|p| p.status == 202));
+        let note = note_writes.iter().find(|(index, step)| *index > written && accepted.contains(step));
+        match (request, note) {
+            (Some((r, _)), Some((n, step))) if n < &r.index => Some(format!("notification (step {step})")),
+            (Some((r, _)), _) => Some(format!("{} id {}", r.method, r.id.as_deref().unwrap_or("?"))),
+            (None, Some((_, step))) => Some(format!("notification (step {step})")),
+            (None, None) => None,
+        }
+    };
     let mut found = Vec::new();
     for (index, event) in facts.trace.events.iter().enumerate() {
         if event.host != host::CLIENT || event.kind != kind::MCP_SEND {
@@ -532,12 +554,19 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             let delivered = posts.iter().filter(of_method).any(|p| p.5 == 202);
             (delivered, posts.iter().filter(of_method).any(|p| p.5 != 202))
         } else {
-            let start = next.get(method).copied().unwrap_or(0);
+            // A notification the client stamped with its step is told by its own POSTs; others
+            // by the order of their method's POSTs.
+            let step = note_step(&msg).map(Value::to_string);
+            let mine = |post: &&(usize, u64, String, String, String, u64)| match &step {
+                Some(step) => facts.trace.events[post.0].text("note") == *step,
+                None => of_method(post),
+            };
+            let start = if step.is_some() { 0 } else { next.get(method).copied().unwrap_or(0) };
             let mut outcome = (false, false);
             let (mut transient, mut session) = (0, "");
             let mut consumed = start;
             for (k, post) in posts.iter().enumerate().skip(start) {
-                if !of_method(&post) {
+                if !mine(&post) {
                     continue;
                 }
                 consumed = k + 1;
@@ -558,11 +587,24 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
                 }
                 break;
             }
-            next.insert(method.to_string(), consumed);
+            if step.is_none() {
+                next.insert(method.to_string(), consumed);
+            }
             outcome
         };
+        if refused {
+            continue;
+        }
+        // The outbox keeps the client's order across sessions: a notification not yet accepted
+        // goes before anything the client wrote after it. One the relayer never accepted while
+        // it accepted a message written later was dropped, however soon the client closed.
+        if let Some(later) = note_step(&msg).filter(|_| !delivered).and_then(|_| accepted_after(index)) {
+            let detail = format!("notification {method} sent at {} ms never reached the relayer, which accepted the client's later {later}", event.at_ms);
+            found.push(facts.violation("notifications_delivered", index, detail));
+            continue;
+        }
         let from = facts.stories.heal_ms.unwrap_or(0).max(event.at_ms);
-        if delivered || refused || eof < from + settle {
+        if delivered || eof < from + settle {
             continue;
         }
         let detail = format!("notification {method} sent at {} ms never reached the relayer (stdin closed at {eof} ms)", event.at_ms);
