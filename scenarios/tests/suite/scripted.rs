@@ -440,6 +440,23 @@ fn a_session_is_initialized_as_the_client_that_is_there() {
     assert!(calls >= 2, "the race runs the client's calls: {calls}");
 }
 
+// Goal: a notification whose POST meets a session the relayer already ended (404) goes to the
+// next session, before what the client wrote after it (the outbox keeps the client's order).
+// Method: replay the case the relay hunt found (seed 2026, case 64, token
+// v1.relay.none.84204798c27a03e0, shrunk) with cargo-mutants' survivor `post_note` without its
+// 404 arm applied: the relayer ends the stream just as the client's cancellation is POSTed; the
+// POST is answered 404 and the bridge hears of the end in the same tick. The mutant dropped the
+// notification and sent the call written after it (`notifications_delivered`). This guards the
+// path in the mutation gate: the generated part of the gate does not reach it.
+#[test]
+fn a_notification_answered_404_goes_to_the_next_session() {
+    let outcome = race("relay_note_answered_404_goes_to_the_next_session");
+    assert_eq!(outcome.violations, vec![]);
+    let posts = events(&outcome, kind::HTTP_POST);
+    let note = |status: u64| posts.iter().filter(|e| e.text("note") == "0" && e.num("status") == status).count();
+    assert_eq!((note(404), note(202)), (1, 1), "the notification met the ended session, then reached the next one");
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
@@ -474,6 +491,7 @@ fn mutants_gate_relay() {
         "relay_request_sent_to_an_uninitialized_session",
         "relay_retry_sends_the_next_request_under_a_reused_id",
         "relay_session_initialized_before_the_client",
+        "relay_note_answered_404_goes_to_the_next_session",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
