@@ -1769,6 +1769,31 @@ fn quiescence_allows_a_closed_out_id_one_sweep_past_its_window_and_no_more() {
     assert!(found.iter().any(|v| v.detail.contains("keeps a closed-out id")), "{found:#?}");
 }
 
+// Every close-out the client read inside the retention window is still remembered at EOF,
+// unless the client reused its id since: a set that forgets early (or a report that says 0)
+// fails.
+#[test]
+fn quiescence_flags_closed_out_ids_forgotten_inside_their_window() {
+    let closed_out = |remembered: u64, reuse: bool| {
+        let mut events = vec![
+            std_spec(),
+            stream_open(0, "s1"),
+            send(10, &call(json!(1), "a1")),
+            recv(1_100, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true)),
+        ];
+        if reuse {
+            events.push(send(2_000, &call(json!(1), "a2")));
+            events.push(recv(2_100, &tool_result(json!(1), "remember a2: done", false)));
+        }
+        events.extend([eof(9_000), report(9_000, 0, remembered, 7_900), bridge(9_000, kind::BRIDGE_EXIT, &[])]);
+        events
+    };
+    assert_clean(&run(outcome_checks::quiescence, closed_out(1, false)));
+    assert_one(&run(outcome_checks::quiescence, closed_out(0, false)), "quiescence", 5, "remembers 0 closed-out ids, while the client read 1 close-outs");
+    // A reused id may be forgotten.
+    assert_clean(&run(outcome_checks::quiescence, closed_out(0, true)));
+}
+
 #[test]
 fn quiescence_flags_a_request_kept_after_settle() {
     let found = run(outcome_checks::quiescence, settled_run(report(9_000, 1, 0, 0)));

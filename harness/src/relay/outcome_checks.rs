@@ -8,7 +8,7 @@ use bridge_under_test::events::{host, kind};
 use bridge_under_test::relay::client::note_step;
 use serde_json::Value;
 
-use super::checks::{error_text, Facts, Request, INIT_FAILED};
+use super::checks::{error_text, Answer, Facts, Request, CLOSE_OUT, INIT_FAILED};
 use super::wire;
 use super::story::{same_reply, Sent, Story};
 use crate::check::{capped, message};
@@ -681,6 +681,20 @@ pub fn reconnect_discipline(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
+/// How many closed-out ids the bridge must still remember at `eof`: the close-outs the client
+/// read surely inside the retention window (the sweeper forgets on its ticks) whose id it has
+/// not reused since.
+fn closed_out_kept(facts: &Facts<'_>, eof: u64) -> u64 {
+    let margin = facts.sweep_period_ms + 2 * facts.slack_ms;
+    let closed_out = |a: &&Answer| error_text(&a.msg).is_some_and(|text| text.contains(CLOSE_OUT));
+    let kept = facts.requests.iter().enumerate().filter(|(n, request)| {
+        let reused = facts.requests[n + 1..].iter().any(|later| later.id == request.id && later.at_ms <= eof);
+        let answer = request.answered.as_ref().filter(closed_out);
+        !reused && answer.is_some_and(|a| a.at_ms + facts.slack_ms <= eof && a.at_ms + CLOSED_OUT_RETENTION_MS >= eof + margin)
+    });
+    kept.count() as u64
+}
+
 /// Quiescence: when the client closes stdin after everything settled, the bridge's end-of-run
 /// resource report holds only entries inside their retention windows, nothing owed and nothing
 /// waiting, its tasks are the idle set, and the report matches what the boundaries show (the
@@ -702,6 +716,13 @@ pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
     // The sweeper forgets expired ids on its ticks: one may outlive the window by a period.
     if report.num("closed_out_age_ms") > CLOSED_OUT_RETENTION_MS + facts.sweep_period_ms + facts.slack_ms {
         problems.push(format!("keeps a closed-out id {} ms old", report.num("closed_out_age_ms")));
+    }
+    // It remembers every close-out the client read surely inside the retention window, unless the
+    // client has reused its id since (one it forgot too early is what `closed_out_age_ms` cannot
+    // show).
+    let (must, remembered) = (closed_out_kept(facts, *eof), report.num("closed_out"));
+    if remembered < must {
+        problems.push(format!("remembers {remembered} closed-out ids, while the client read {must} close-outs inside the retention window"));
     }
     if report.num("suppressed_age_ms") > facts.call_timeout_ms + facts.sweep_period_ms + facts.slack_ms {
         problems.push(format!("keeps a suppressed id {} ms old", report.num("suppressed_age_ms")));
