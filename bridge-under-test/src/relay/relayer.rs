@@ -290,6 +290,13 @@ impl App {
             return;
         }
         let Shape::Request { id, method } = jsonrpc::shape(&msg) else { return };
+        let to = Recipient { session, id: &id, client: &client_key(&msg), action: &action_of(&msg) };
+        // An `initialize` without the params the MCP schema requires initializes nothing.
+        if method == "initialize" && !initialize_params_valid(&msg) {
+            emit!(kind::RPC_REFUSED, id = %id, client_id = to.client, method = %method, action = to.action, session = %session, reason = "invalid_params");
+            let text = "Invalid params: initialize needs protocolVersion, capabilities and clientInfo {name, version}";
+            return self.send_reply(&to, jsonrpc::error(Some(&id), -32602, text));
+        }
         // The MCP lifecycle, as a real server enforces it: a session answers requests other than
         // `ping` only after `initialize`.
         let initialized = {
@@ -300,7 +307,6 @@ impl App {
                 entry.initialized
             })
         };
-        let to = Recipient { session, id: &id, client: &client_key(&msg), action: &action_of(&msg) };
         if !initialized && method != "ping" {
             emit!(kind::RPC_REFUSED, id = %id, client_id = to.client, method = %method, action = to.action, session = %session, reason = "not_initialized");
             let text = format!("Invalid Request: session not initialized (received {method} before initialize)");
@@ -477,6 +483,17 @@ fn client_key(msg: &Value) -> String {
         Some(client) => id_key(client),
         None => msg.get("id").map(id_key).unwrap_or_default(),
     }
+}
+
+/// Whether an `initialize` carries what the MCP schema requires of its params: a
+/// `protocolVersion` string, a `capabilities` object and `clientInfo` with a `name` and a
+/// `version`.
+fn initialize_params_valid(msg: &Value) -> bool {
+    let text = |pointer: &str| msg.pointer(pointer).is_some_and(Value::is_string);
+    text("/params/protocolVersion")
+        && msg.pointer("/params/capabilities").is_some_and(Value::is_object)
+        && text("/params/clientInfo/name")
+        && text("/params/clientInfo/version")
 }
 
 /// The user action a `tools/call` names in its arguments (empty for other messages).

@@ -15,7 +15,8 @@ const BRIDGES_MAKING: &[&str] = &["token", "unknown", "content_type", "malformed
 
 /// Every POST and every stream the bridge opens is one a strict relayer admits, or refuses only
 /// for a cause outside the bridge (an injected refusal, a reset, a session it issued and has
-/// since closed or lost): never for its token, a session it never issued, or its body.
+/// since closed or lost): never for its token, a session it never issued, or its body; and no
+/// `initialize` it sends lacks the params the MCP schema requires.
 pub fn requests_admissible(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::HTTP_POST) {
@@ -31,6 +32,10 @@ pub fn requests_admissible(facts: &Facts<'_>) -> Vec<Violation> {
             );
             found.push(facts.violation("requests_admissible", index, detail));
         }
+    }
+    for (index, event) in facts.trace.of_kind(kind::RPC_REFUSED).filter(|(_, e)| e.text("reason") == "invalid_params") {
+        let detail = format!("the relayer refused {} {} on session {}: its params lack what the MCP schema requires", event.text("method"), event.text("id"), event.text("session"));
+        found.push(facts.violation("requests_admissible", index, detail));
     }
     for (index, event) in facts.trace.of_kind(kind::STREAM_REFUSED) {
         let cause = event.text("cause");

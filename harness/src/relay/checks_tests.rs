@@ -2176,6 +2176,9 @@ fn requests_admissible_flags_refusals_only_the_bridge_can_cause() {
     assert_one(&run(admission_checks::requests_admissible, refused(404, "unknown")), "requests_admissible", 3, "never issued that session");
     assert_one(&run(admission_checks::requests_admissible, refused(415, "content_type")), "requests_admissible", 3, "application/json");
     assert_one(&run(admission_checks::requests_admissible, refused(400, "malformed")), "requests_admissible", 3, "not JSON");
+    // An `initialize` without the params the schema requires.
+    let refused_init = relayer(120, kind::RPC_REFUSED, &[("id", json!("\"relay-init-1\"")), ("method", json!("initialize")), ("session", json!("s1")), ("reason", json!("invalid_params"))]);
+    assert_one(&run(admission_checks::requests_admissible, vec![std_spec(), refused_init]), "requests_admissible", 1, "its params lack what the MCP schema requires");
     // A stream refused for its token.
     let stream = relayer(5, kind::STREAM_REFUSED, &[("status", json!(401)), ("cause", json!("token"))]);
     assert_one(&run(admission_checks::requests_admissible, vec![std_spec(), stream]), "requests_admissible", 1, "refused a stream with HTTP 401");
