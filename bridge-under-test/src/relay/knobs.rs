@@ -23,10 +23,12 @@ pub struct RelayerKnobs {
     pub slow_ids: BTreeMap<String, u64>,
     /// Keep-alives flow but every reply is dropped (a heartbeating-but-silent relayer).
     pub withhold_replies: bool,
-    /// While set, streams opened before this stall began write nothing at all (what they would
-    /// have written waits); streams opened later are unaffected, like fresh connections past a
-    /// stalled proxy.
-    pub stall: Option<u64>,
+    /// The stalls under way, by the window that set each (its start and length), with the
+    /// count of stalls begun when it began: a stream opened before a stall began writes nothing
+    /// at all (what it would have written waits) until that stall ends; streams opened later are
+    /// unaffected, like fresh connections past a stalled proxy. Stalls may overlap: each holds
+    /// its streams until its own end.
+    pub stalling: BTreeMap<(u64, u64), u64>,
     /// How many stalls have begun.
     pub stalls: u64,
     /// Bumped to end every open stream (EOF).
@@ -48,22 +50,23 @@ impl RelayerKnobs {
         Arc::new(Mutex::new(Self::default()))
     }
 
-    /// Call after changing a knob that open streams must notice.
-    /// Begin or end a stall of the streams open now.
-    pub fn set_stall(&mut self, on: bool) {
+    /// Begin (`on`) or end the stall of window `window` (its start and length), which holds the
+    /// streams open when it began.
+    pub fn set_stall(&mut self, window: (u64, u64), on: bool) {
         if on {
             self.stalls += 1;
-            self.stall = Some(self.stalls);
+            self.stalling.insert(window, self.stalls);
         } else {
-            self.stall = None;
+            self.stalling.remove(&window);
         }
     }
 
     /// Whether a stream opened when `stalls_at_open` stalls had begun is stalled now.
     pub fn stalled(&self, stalls_at_open: u64) -> bool {
-        self.stall.is_some_and(|stall| stall > stalls_at_open)
+        self.stalling.values().any(|began| *began > stalls_at_open)
     }
 
+    /// Call after changing a knob that open streams must notice.
     pub fn notify(&self) {
         self.changed.notify_waiters();
     }

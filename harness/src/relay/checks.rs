@@ -33,6 +33,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("replay_in_order", stream_checks::replay_in_order),
     ("clean_shutdown", stream_checks::clean_shutdown),
     ("healthy_streams_kept", stream_checks::healthy_streams_kept),
+    ("silent_streams_abandoned", stream_checks::silent_streams_abandoned),
     ("user_outcomes", outcome_checks::user_outcomes),
     ("reply_accounting", outcome_checks::reply_accounting),
     ("truthful_endings", outcome_checks::truthful_endings),

@@ -826,6 +826,7 @@ fn checkers_table_lists_the_relay_invariants() {
             "replay_in_order",
             "clean_shutdown",
             "healthy_streams_kept",
+            "silent_streams_abandoned",
             "user_outcomes",
             "reply_accounting",
             "truthful_endings",
@@ -2213,6 +2214,29 @@ fn healthy_streams_kept_flags_a_healthy_stream_the_bridge_closed() {
     // One orphan is not a broken session.
     let found = run(stream_checks::healthy_streams_kept, stream_closed("client", vec![orphaned(5_000)]));
     assert_one(&found, "healthy_streams_kept", 4, "no stall, hold, orphaned calls");
+}
+
+// A stall from 3 000 to 9 000 ms cuts stream s1 (healthy since 0): with a 1 500 ms idle budget,
+// a 500 ms watchdog, a 100 ms connect and slack 10, a new stream is due by 5 120 ms.
+#[test]
+fn silent_streams_abandoned_flags_a_bridge_that_stays_on_a_silent_stream() {
+    let stall = |phase: &str, at| {
+        let fields = [("fault", json!("stream_stall")), ("phase", json!(phase)), ("detail", json!("s"))];
+        TraceEvent::new(at, host::SIM, kind::FAULT_INJECTED, &fields)
+    };
+    let events = |reopened: Option<u64>| {
+        let mut spec = std_spec();
+        spec.fields.push(("sse_idle_ms".to_string(), json!(1_500)));
+        let mut events = vec![spec, r_open(0, "s1"), stall("start", 3_000)];
+        if let Some(at) = reopened {
+            events.extend([r_close(at - 50, "s1"), r_open(at, "s2")]);
+        }
+        events.extend([stall("end", 9_000), client_eof(9_500)]);
+        events
+    };
+    assert_clean(&run(stream_checks::silent_streams_abandoned, events(Some(5_100))));
+    assert_one(&run(stream_checks::silent_streams_abandoned, events(Some(5_200))), "silent_streams_abandoned", 2, "no new stream opened by 5120 ms");
+    assert_one(&run(stream_checks::silent_streams_abandoned, events(None)), "silent_streams_abandoned", 2, "stream s1 went silent at 3000 ms");
 }
 
 // ---- refused_requests_resent ----------------------------------------------------------------

@@ -145,7 +145,7 @@ pub fn apply(fault: &RelayFault, phase: Phase, sim: &mut turmoil::Sim<'_>, targe
         }
         RelayFault::PostReject { status, .. } => knobs.reject_status = on.then_some(*status),
         RelayFault::WithholdReplies { .. } => knobs.withhold_replies = on,
-        RelayFault::StreamStall { .. } => knobs.set_stall(on),
+        RelayFault::StreamStall { at_ms, for_ms } => knobs.set_stall((*at_ms, *for_ms), on),
         RelayFault::StreamEof { .. } => knobs.eof_epoch += 1,
         RelayFault::StreamFlap { after_endpoint, .. } => {
             knobs.flap = on.then_some(*after_endpoint);
@@ -169,7 +169,7 @@ pub fn heal(sim: &mut turmoil::Sim<'_>, knobs: &SharedKnobs) {
     knobs.withhold_replies = false;
     knobs.flap = None;
     knobs.reset_posts = None;
-    knobs.set_stall(false);
+    knobs.stalling.clear();
     knobs.notify();
     drop(knobs);
     sim.release(host::BRIDGE, host::RELAYER);

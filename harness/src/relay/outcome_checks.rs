@@ -23,7 +23,7 @@ pub const SHORT_STREAM_MS: u64 = 1_000;
 /// A stream that lives this long counts as a success: the bridge's next connect is immediate
 /// (ARCHITECTURE.md, the relay bridge's behaviour: a stream that ends within 2 s of opening
 /// is a failed attempt).
-const STABLE_STREAM_MS: u64 = 2_000;
+pub(super) const STABLE_STREAM_MS: u64 = 2_000;
 /// From a connect to the relayer's `stream.open`: a TCP and an HTTP round trip.
 pub(super) const CONNECT_MS: u64 = 100;
 /// Faults under which a connect can fail without the relayer seeing it.

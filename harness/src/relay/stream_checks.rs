@@ -1,7 +1,7 @@
 //! The relay checkers about the bridge's stream lifecycle: how it reconnects, replays, keeps a
 //! healthy stream and shuts down. They hold for every correct bridge under any fault, so they
 //! catch regressions nobody has named yet (a hot reconnect loop, two streams at once, a reordered
-//! replay, a watchdog that keep-alives do not reset, a hang on EOF).
+//! replay, a watchdog that keep-alives do not reset, a watchdog that never fires, a hang on EOF).
 
 use std::collections::BTreeMap;
 
@@ -9,6 +9,7 @@ use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
 use super::checks::{Facts, CLOSE_OUT};
+use super::outcome_checks::{CONNECT_MS, STABLE_STREAM_MS};
 use crate::check::{capped, message};
 use crate::trace::Violation;
 
@@ -176,6 +177,47 @@ pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
             stream.session, stream.opened_ms
         );
         found.push(facts.violation("healthy_streams_kept", index.unwrap_or(0), detail));
+    }
+    capped(found)
+}
+
+/// Faults that open, close or hold streams themselves: while one acts, a new stream proves
+/// nothing about the watchdog.
+const STREAM_FAULTS: &[&str] = &["link_hold", "stream_eof", "stream_flap", "relayer_bounce", "stdin_eof"];
+
+/// The bridge abandons a silent stream (MODEL.md §1.4): when a stall cuts every byte of a stream
+/// that had been healthy for a while, the relayer sees a new stream within the idle budget, one
+/// watchdog period, a connect and the slack, counted from the stall's start (the last byte came
+/// no later). A watchdog that never fires leaves the bridge on the dead stream until the stall
+/// ends, and every request meanwhile without an answer. Read from the relayer's streams and the
+/// stall windows only.
+pub fn silent_streams_abandoned(facts: &Facts<'_>) -> Vec<Violation> {
+    let slack = facts.slack_ms;
+    let eof = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at);
+    let mut found = Vec::new();
+    for stall in facts.stories.holds.iter().filter(|h| h.older_streams_only) {
+        let due = stall.start_ms + facts.sse_idle_ms + facts.watchdog_ms() + 2 * slack + CONNECT_MS;
+        let other = facts.stories.global_faults.iter().any(|(name, start, end)| {
+            STREAM_FAULTS.contains(&name.as_str()) && *start <= due && *end + facts.recovery_ms() >= stall.start_ms
+        });
+        if stall.end_ms <= due + slack || eof <= due + slack || other {
+            continue;
+        }
+        let streams = &facts.stories.streams;
+        let stalled = streams.iter().filter(|s| {
+            s.opened_ms + STABLE_STREAM_MS + slack <= stall.start_ms && s.closed_ms.is_none_or(|c| c > due)
+        });
+        for stream in stalled {
+            if streams.iter().any(|s| s.opened_ms > stall.start_ms && s.opened_ms <= due) {
+                continue;
+            }
+            let detail = format!(
+                "stream {} went silent at {} ms (a stall until {} ms) and no new stream opened by {due} ms: the idle budget is {} ms",
+                stream.session, stall.start_ms, stall.end_ms, facts.sse_idle_ms
+            );
+            let index = facts.trace.events.iter().position(|e| e.kind == kind::FAULT_INJECTED && e.at_ms >= stall.start_ms);
+            found.push(facts.violation("silent_streams_abandoned", index.unwrap_or(0), detail));
+        }
     }
     capped(found)
 }
