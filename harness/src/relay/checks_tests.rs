@@ -1182,6 +1182,19 @@ fn truthful_endings_holds_the_error_against_the_relayers_log() {
         recv(60, &tool_result(json!(1), text, true)),               // 3
     ];
     assert_one(&run(truthful_endings, wrong), "truthful_endings", 3, "otherwise");
+    // The status alone, without what it means for the user, names no cause.
+    let refused = |status: u64, text: &str| {
+        vec![
+            std_spec(),
+            send(10, &call(json!(1), "a1")),
+            http_post(50, "\"relay-1\"", "1", "tools/call", "a1", status),
+            recv(60, &tool_result(json!(1), text, true)), // 3
+        ]
+    };
+    assert_clean(&run(truthful_endings, refused(401, text)));
+    assert_clean(&run(truthful_endings, refused(429, "rate limited by the relayer (HTTP 429) after 3 attempts")));
+    assert_one(&run(truthful_endings, refused(401, "the relayer answered HTTP 401")), "truthful_endings", 3, "what that status means");
+    assert_one(&run(truthful_endings, refused(429, "the relayer answered HTTP 429")), "truthful_endings", 3, "what that status means");
 }
 
 #[test]

@@ -227,6 +227,9 @@ pub fn truthful_endings(facts: &Facts<'_>) -> Vec<Violation> {
             if last_status != Some(status) {
                 lies.push("the relayer answered its last POST otherwise");
             }
+            if !names_the_cause(status, &text) {
+                lies.push("it does not say what that status means for the user (credentials, rate limiting, a failing relayer)");
+            }
         }
         if text.contains("never sent") && !story.posts.is_empty() {
             lies.push("the relayer received a POST of it");
@@ -272,6 +275,20 @@ pub fn truthful_endings(facts: &Facts<'_>) -> Vec<Violation> {
 }
 
 /// The number of tries an error says were made: "after N attempts" or "(N attempts)".
+/// Whether an error naming HTTP `status` also says what it means for the user (MODEL.md §1.4:
+/// a definitive rejection is answered with an error that names the cause): a credentials
+/// problem for 401 and 403, rate limiting for 429, a failing relayer for a 5xx.
+fn names_the_cause(status: u64, text: &str) -> bool {
+    let words: &[&str] = match status {
+        401 | 403 => &["credential", "token", "unauthori", "forbidden", "permission"],
+        429 => &["rate limit", "too many requests"],
+        500..=599 => &["failed", "failing", "unavailable", "server error"],
+        _ => return true,
+    };
+    let text = text.to_lowercase();
+    words.iter().any(|word| text.contains(word))
+}
+
 fn attempts_said(text: &str) -> Option<usize> {
     let (before, _) = text.split_once(" attempts")?;
     let digits = before.rsplit(|c: char| !c.is_ascii_digit()).next()?;
