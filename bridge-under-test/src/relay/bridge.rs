@@ -63,6 +63,8 @@ struct Tasks {
     connect: Option<AbortOnDrop>,
     stream: Option<AbortOnDrop>,
     pump: Option<AbortOnDrop>,
+    /// Restarts the pump for notifications left waiting by an `initialize` refused for good.
+    retry: Option<AbortOnDrop>,
 }
 
 struct Bridge {
@@ -311,6 +313,7 @@ impl Bridge {
                 // initialized" after later ones were accepted, and be sent again behind them.
                 status => {
                     self.reject_unaccepted(status, attempt + 1);
+                    self.retry_for_notes();
                     return false;
                 }
             }
@@ -318,6 +321,21 @@ impl Bridge {
         // Read now, not before the `initialize`: the client's note may have come meanwhile.
         let note = self.state.borrow().client_initialized;
         !note || self.send_initialized(gen).await
+    }
+
+    /// Notifications wait in the outbox when the session's `initialize` is refused for good. A
+    /// later request asks again; failing that, the pump tries again after the reconnect
+    /// backoff's cap, so a brief revocation never strands them.
+    fn retry_for_notes(self: &Rc<Self>) {
+        if self.state.borrow().notes.is_empty() {
+            return;
+        }
+        let bridge = self.clone();
+        let retry = async move {
+            seam::sleep_ms(BridgeConfig::backoff_ms(u32::MAX)).await;
+            bridge.kick();
+        };
+        self.tasks.borrow_mut().retry = Some(spawn_owned(retry));
     }
 
     /// Whether the session of `gen` is owed the bridge's `notifications/initialized`: the
@@ -744,7 +762,12 @@ impl Bridge {
         let state = self.state.borrow();
         let tasks = self.tasks.borrow();
         let alive = |task: Option<&AbortOnDrop>| task.is_some_and(|task| !task.0.is_finished());
-        let named = [("connect", tasks.connect.as_ref()), ("stream", tasks.stream.as_ref()), ("pump", tasks.pump.as_ref())];
+        let named = [
+            ("connect", tasks.connect.as_ref()),
+            ("stream", tasks.stream.as_ref()),
+            ("pump", tasks.pump.as_ref()),
+            ("retry", tasks.retry.as_ref()),
+        ];
         let live: Vec<&str> = named.iter().chain(timers).filter(|(_, task)| alive(*task)).map(|(name, _)| *name).collect();
         emit!(
             kind::BRIDGE_REPORT,

@@ -151,7 +151,10 @@ impl Stories {
         // Windowed faults by their detail (two faults of one kind may overlap): (name, start).
         let mut starts: BTreeMap<String, (String, u64)> = BTreeMap::new();
         // The latest POST the relayer logged: a `post_reset` firing right after it reset it.
-        let mut last_post: Option<(usize, String)> = None;
+        // The relayer's last POST: `(index, session, id)`. A post_reset fires in the same
+        // synchronous handler as the POST it cuts (after whatever serving it logged), so it cuts
+        // the last POST, which must name the same session and id.
+        let mut last_post: Option<(usize, String, String)> = None;
         for (index, event) in facts.trace.events.iter().enumerate() {
             match (event.host.as_str(), event.kind.as_str()) {
                 (host::CLIENT, kind::CLIENT_EOF) => {
@@ -194,7 +197,7 @@ impl Stories {
                 (host::RELAYER, kind::HTTP_POST) => {
                     let (session, status) = (event.text("session"), event.num("status"));
                     stories.all_posts.push((index, event.at_ms, session.clone(), event.text("id"), event.text("method"), status));
-                    last_post = Some((index, session.clone()));
+                    last_post = Some((index, session.clone(), event.text("id")));
                     if event.text("id").is_empty() {
                         continue;
                     }
@@ -262,9 +265,9 @@ impl Stories {
                 }
                 (host::RELAYER, kind::FAULT_FIRED) => {
                     let fault = event.text("fault");
-                    let right_after = last_post.as_ref().is_some_and(|(post, session)| post + 1 == index && *session == event.text("session"));
-                    if fault == "post_reset" && right_after {
-                        stories.reset_after_admit.extend(last_post.as_ref().map(|(post, _)| *post));
+                    let cut = last_post.as_ref().filter(|(_, session, id)| *session == event.text("session") && *id == event.text("id"));
+                    if fault == "post_reset" {
+                        stories.reset_after_admit.extend(cut.map(|(post, _, _)| *post));
                     }
                     if fault == "stream_eof" || fault == "stream_flap" {
                         continue;

@@ -457,6 +457,22 @@ fn a_notification_answered_404_goes_to_the_next_session() {
     assert_eq!((note(404), note(202)), (1, 1), "the notification met the ended session, then reached the next one");
 }
 
+// Goal: notifications the client sent while its session's `initialize` was refused for good
+// reach the relayer once the refusal ends, even if the client asks nothing more. Method: replay
+// the case `notifications_delivered` and `quiescence` found in the default bridge (seed 13, case
+// 1693, token v1.relay.none.39dda867b6877970, shrunk): a 401 window from 18.3 s to 21.9 s meets
+// the `initialize` the client's two notifications need; the client then stays idle until 42 s.
+// The bridge kept them in its outbox for "a later request", which never came: the relayer never
+// saw them and the end-of-run report still held them. Now the pump tries again after the
+// reconnect backoff's cap (15 s) when notifications are left waiting.
+#[test]
+fn notifications_left_by_a_refused_initialize_are_sent_later() {
+    let outcome = race("relay_notes_stranded_by_a_refused_initialize");
+    assert_eq!(outcome.violations, vec![]);
+    let delivered = events(&outcome, kind::HTTP_POST).iter().filter(|e| e.text("method") == "notifications/roots/list_changed" && e.num("status") == 202).count();
+    assert_eq!(delivered, 2, "both notifications reached the relayer");
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
@@ -492,6 +508,7 @@ fn mutants_gate_relay() {
         "relay_retry_sends_the_next_request_under_a_reused_id",
         "relay_session_initialized_before_the_client",
         "relay_note_answered_404_goes_to_the_next_session",
+        "relay_notes_stranded_by_a_refused_initialize",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
