@@ -2116,6 +2116,31 @@ fn post_retries_paces_every_retry_and_sends_each_one() {
     assert_clean(&run(retry_checks::post_retries, asked));
 }
 
+// A post_reset fires in the handler of the POST it cuts, after whatever serving that POST
+// logged (an `initialize` logs `rpc.initialize` first): the reset still counts against it, so
+// the bridge read a network error there, and the two 429s after it are refusals 2 and 3 (the
+// send is over, nothing more is owed).
+#[test]
+fn a_post_reset_counts_against_the_post_it_cut_after_its_serving_was_logged() {
+    let init = "\"relay-init-1\"";
+    let served = relayer(250, kind::RPC_INITIALIZE, &[("session", json!("s1")), ("params", json!("{}"))]);
+    let fields = [("fault", json!("post_reset")), ("id", json!(init)), ("client_id", json!(init)), ("action", json!("")), ("session", json!("s1"))];
+    let events = vec![
+        std_spec(),
+        r_open(0, "s1"),
+        http_post(250, init, init, "initialize", "", 202), // 2
+        served,
+        relayer(250, kind::FAULT_FIRED, &fields),
+        http_post(650, init, init, "initialize", "", 429),
+        http_post(1_300, init, init, "initialize", "", 429),
+        client_eof(9_000),
+    ];
+    let trace = Trace { events: events.clone() };
+    let schema = McpSchema::new();
+    assert!(Facts::new(&trace, &schema).stories.reset_after_admit.contains(&2));
+    assert_clean(&run(retry_checks::post_retries, events));
+}
+
 #[test]
 fn client_order_kept_holds_each_session_to_the_clients_write_order() {
     use bridge_under_test::relay::client::NOTE_META;
