@@ -63,7 +63,8 @@ struct Tasks {
     connect: Option<AbortOnDrop>,
     stream: Option<AbortOnDrop>,
     pump: Option<AbortOnDrop>,
-    /// Restarts the pump for notifications left waiting by an `initialize` refused for good.
+    /// Restarts the pump for what an `initialize` refused for good left owed (notifications, the
+    /// handshake).
     retry: Option<AbortOnDrop>,
 }
 
@@ -313,7 +314,7 @@ impl Bridge {
                 // initialized" after later ones were accepted, and be sent again behind them.
                 status => {
                     self.reject_unaccepted(status, attempt + 1);
-                    self.retry_for_notes();
+                    self.retry_after_refusal();
                     return false;
                 }
             }
@@ -323,11 +324,16 @@ impl Bridge {
         !note || self.send_initialized(gen).await
     }
 
-    /// Notifications wait in the outbox when the session's `initialize` is refused for good. A
-    /// later request asks again; failing that, the pump tries again after the reconnect
+    /// When the session's `initialize` is refused for good, notifications wait in the outbox and
+    /// the handshake the client completed (`notifications/initialized`) is owed to the session.
+    /// A later request asks again; failing that, the pump tries again after the reconnect
     /// backoff's cap, so a brief revocation never strands them.
-    fn retry_for_notes(self: &Rc<Self>) {
-        if self.state.borrow().notes.is_empty() {
+    fn retry_after_refusal(self: &Rc<Self>) {
+        let owed = {
+            let state = self.state.borrow();
+            !state.notes.is_empty() || state.client_initialized
+        };
+        if !owed {
             return;
         }
         let bridge = self.clone();

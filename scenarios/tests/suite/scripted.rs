@@ -473,6 +473,21 @@ fn notifications_left_by_a_refused_initialize_are_sent_later() {
     assert_eq!(delivered, 2, "both notifications reached the relayer");
 }
 
+// Goal: a session whose `initialize` was refused for good still hears the client's completed
+// handshake once the refusal ends, even if the client asks nothing more. Method: replay the case
+// `notifications_delivered` found in the default bridge (seed 29, case 324, token
+// v1.relay.none.88ccb6f6bf9bc6c2, shrunk): a 401 window (0.2–1.7 s) refuses the new session's
+// `initialize` just before the client's `notifications/initialized`; the client then stays idle
+// until 23 s. The bridge waited for a later request, so the relayer never heard `initialize` or
+// `notifications/initialized` again. Now the pump tries again after the reconnect backoff's cap.
+#[test]
+fn a_handshake_left_by_a_refused_initialize_is_completed_later() {
+    let outcome = race("relay_handshake_left_after_a_refused_initialize");
+    assert_eq!(outcome.violations, vec![]);
+    let accepted = |method: &str| events(&outcome, kind::HTTP_POST).iter().any(|e| e.text("method") == method && e.num("status") == 202 && e.at_ms > 1_700);
+    assert!(accepted("initialize") && accepted("notifications/initialized"), "the handshake reached the relayer after the refusal");
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
@@ -509,6 +524,7 @@ fn mutants_gate_relay() {
         "relay_session_initialized_before_the_client",
         "relay_note_answered_404_goes_to_the_next_session",
         "relay_notes_stranded_by_a_refused_initialize",
+        "relay_handshake_left_after_a_refused_initialize",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
