@@ -2225,6 +2225,12 @@ fn requests_admissible_flags_refusals_only_the_bridge_can_cause() {
 
 // ---- healthy_streams_kept -------------------------------------------------------------------
 
+/// The harness starts or ends a `stream_stall` window at `at_ms`.
+fn stall(phase: &str, at_ms: u64) -> TraceEvent {
+    let fields = [("fault", json!("stream_stall")), ("phase", json!(phase)), ("detail", json!("s"))];
+    TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &fields)
+}
+
 /// Stream `s1` opened at 0 and closed at 5 000 by `by`; the client closes stdin at 20 000; `more`
 /// comes between: events 0–2, then `more`, then the close and the EOF.
 fn stream_closed(by: &str, more: Vec<TraceEvent>) -> Vec<TraceEvent> {
@@ -2242,10 +2248,6 @@ fn healthy_streams_kept_flags_a_healthy_stream_the_bridge_closed() {
     let found = run(stream_checks::healthy_streams_kept, stream_closed("client", vec![]));
     assert_one(&found, "healthy_streams_kept", 3, "closed stream s1 at 5000 ms");
     assert_clean(&run(stream_checks::healthy_streams_kept, stream_closed("relayer", vec![])));
-    let stall = |phase: &str, at| {
-        let fields = [("fault", json!("stream_stall")), ("phase", json!(phase)), ("detail", json!("s"))];
-        TraceEvent::new(at, host::SIM, kind::FAULT_INJECTED, &fields)
-    };
     assert_clean(&run(stream_checks::healthy_streams_kept, stream_closed("client", vec![stall("start", 1_000), stall("end", 4_800)])));
     let orphaned = |at| recv(at, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true));
     assert_clean(&run(stream_checks::healthy_streams_kept, stream_closed("client", vec![orphaned(3_000), orphaned(5_000)])));
@@ -2258,10 +2260,6 @@ fn healthy_streams_kept_flags_a_healthy_stream_the_bridge_closed() {
 // a 500 ms watchdog, a 100 ms connect and slack 10, a new stream is due by 5 120 ms.
 #[test]
 fn silent_streams_abandoned_flags_a_bridge_that_stays_on_a_silent_stream() {
-    let stall = |phase: &str, at| {
-        let fields = [("fault", json!("stream_stall")), ("phase", json!(phase)), ("detail", json!("s"))];
-        TraceEvent::new(at, host::SIM, kind::FAULT_INJECTED, &fields)
-    };
     let events = |reopened: Option<u64>| {
         let mut spec = std_spec();
         spec.fields.push(("sse_idle_ms".to_string(), json!(1_500)));
