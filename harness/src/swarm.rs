@@ -18,9 +18,18 @@ pub fn plan<T: std::fmt::Debug + Clone + 'static>(
     choices: Vec<BoxedStrategy<T>>,
     sizes: std::ops::RangeInclusive<usize>,
 ) -> BoxedStrategy<Vec<T>> {
+    weighted_plan(choices.into_iter().map(|choice| (1, choice)).collect(), sizes)
+}
+
+/// [`plan`] with a weight per choice: a kind that sets up the race a family is about is drawn
+/// more often than the kinds that only perturb it.
+pub fn weighted_plan<T: std::fmt::Debug + Clone + 'static>(
+    choices: Vec<(u32, BoxedStrategy<T>)>,
+    sizes: std::ops::RangeInclusive<usize>,
+) -> BoxedStrategy<Vec<T>> {
     if choices.is_empty() {
         Just(Vec::new()).boxed()
     } else {
-        prop::collection::vec(Union::new(choices), sizes).boxed()
+        prop::collection::vec(Union::new_weighted(choices), sizes).boxed()
     }
 }

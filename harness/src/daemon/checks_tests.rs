@@ -1570,6 +1570,12 @@ fn unknown_methods_refused_passes_a_refusal_and_one_cut_by_a_crash() {
     // never drains): the lifecycle checkers judge that.
     let guarded = vec![spec(), ask("listPrompts"), done_as(20, 1, "daemon_busy")];
     assert_eq!(run(crate::daemon::honesty::unknown_methods_refused, guarded), vec![]);
+    // Sent only to a dead daemon's socket, which refused the connection, then refused by the
+    // guards: no daemon heard it (seed 7, case 808, v1.daemon.none.23f1f14a20d7d0f0).
+    let send = TraceEvent::new(5, host::CLI, kind::CLI_SEND, &[("action", json!(1)), ("id", json!("a1.1"))]);
+    let refused_connection = TraceEvent::new(6, host::CLI, kind::CLI_FAIL, &[("id", json!("a1.1")), ("reason", json!("refused"))]);
+    let unheard = vec![spec(), ask("listPrompts"), send, refused_connection, done_as(20, 1, "daemon_busy")];
+    assert_eq!(run(crate::daemon::honesty::unknown_methods_refused, unheard), vec![]);
     // A protocol method is not judged here.
     let known = vec![spec(), ask("callTool"), done_as(20, 1, "runtime_error")];
     assert_eq!(run(crate::daemon::honesty::unknown_methods_refused, known), vec![]);
@@ -1590,8 +1596,12 @@ fn unknown_methods_refused_flags_a_success_upstream_work_and_a_wrong_error() {
     assert_eq!(found.len(), 1, "{found:?}");
     // Refused as busy although it asked a daemon, which owed it `unknown_method`.
     let send = TraceEvent::new(5, host::CLI, kind::CLI_SEND, &[("action", json!(1)), ("id", json!("a1.1"))]);
-    let busy = vec![spec(), ask, send, done_as(20, 1, "daemon_busy")];
+    let busy = vec![spec(), ask.clone(), send.clone(), done_as(20, 1, "daemon_busy")];
     let found = run(crate::daemon::honesty::unknown_methods_refused, busy);
+    assert_eq!(found.len(), 1, "{found:?}");
+    // A daemon heard it and reset the connection, with no fault to excuse it.
+    let reset = TraceEvent::new(6, host::CLI, kind::CLI_FAIL, &[("id", json!("a1.1")), ("reason", json!("reset"))]);
+    let found = run(crate::daemon::honesty::unknown_methods_refused, vec![spec(), ask, send, reset, done_as(20, 1, "daemon_busy")]);
     assert_eq!(found.len(), 1, "{found:?}");
 }
 

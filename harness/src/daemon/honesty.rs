@@ -563,11 +563,23 @@ fn unknown_actions(facts: &Facts<'_>) -> BTreeMap<u64, String> {
 /// Unknown methods are refused by the daemon itself: an action whose method the daemon protocol
 /// does not have (a newer CLI's) never succeeds, causes no upstream work at the MCP server, and,
 /// unless a disruption cut its attempts, ends `unknown_method`. An action the lifecycle guards
-/// refused before it sent anything never asked a daemon: the lifecycle checkers judge it. Read
-/// from `cli.action`, `cli.send`, `cli.done` and the MCP server's `server.recv`.
+/// refused before any daemon heard it (it sent nothing, or only to a socket that refused the
+/// connection: a daemon that had died) never asked a daemon: the lifecycle checkers judge it.
+/// Read from `cli.action`, `cli.send`, `cli.fail`, `cli.done` and the MCP server's `server.recv`.
 pub fn unknown_methods_refused(facts: &Facts<'_>) -> Vec<Violation> {
     let unknown = unknown_actions(facts);
-    let asked: BTreeSet<u64> = facts.trace.of_kind(kind::CLI_SEND).map(|(_, e)| e.num("action")).collect();
+    let unheard: BTreeSet<String> = facts
+        .trace
+        .of_kind(kind::CLI_FAIL)
+        .filter(|(_, e)| e.text("reason") == "refused")
+        .map(|(_, e)| e.text("id"))
+        .collect();
+    let asked: BTreeSet<u64> = facts
+        .trace
+        .of_kind(kind::CLI_SEND)
+        .filter(|(_, e)| !unheard.contains(&e.text("id")))
+        .map(|(_, e)| e.num("action"))
+        .collect();
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::SERVER_RECV) {
         let request = event.text("request");

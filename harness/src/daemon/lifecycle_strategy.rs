@@ -11,7 +11,7 @@ use bridge_under_test::daemon::replace::LOCK_WAIT_MS;
 use bridge_under_test::daemon::{DaemonBugs, Timing};
 use proptest::prelude::*;
 
-use super::faults::DaemonFault;
+use super::faults::{Anchor, DaemonFault};
 use super::strategy::{anchored_onset, assemble, budget_stall};
 use super::DaemonScenario;
 
@@ -81,11 +81,48 @@ fn moment(span_ms: u64, starts: Vec<u64>) -> BoxedStrategy<u64> {
     .boxed()
 }
 
+/// The start of an invocation that is not the first.
+fn later_start(invocations: &[Invocation]) -> BoxedStrategy<u64> {
+    let later: Vec<u64> = invocations.iter().skip(1).map(|i| i.at_ms).collect();
+    if later.is_empty() {
+        return Just(0).boxed();
+    }
+    prop::sample::select(later).boxed()
+}
+
+/// Up to 200 ms before an invocation that is not the first to start.
+fn upgrade_moment(invocations: &[Invocation]) -> BoxedStrategy<u64> {
+    (later_start(invocations), 0u64..=200)
+        .prop_map(|(start, ahead)| start.saturating_sub(ahead))
+        .boxed()
+}
+
+/// A config edit just before a later client starts, and a peer that read the config before the
+/// edit starting its daemon just after, while that client is between reading the metadata and
+/// probing: the daemon it meant to replace is gone, and the peer's daemon is stale too.
+fn stale_peer(invocations: &[Invocation]) -> BoxedStrategy<Vec<DaemonFault>> {
+    (later_start(invocations), 0u64..=200, 0u64..=80)
+        .prop_map(|(start, ahead, after)| {
+            vec![
+                DaemonFault::ConfigEdit { at_ms: start.saturating_sub(ahead), anchor: None },
+                DaemonFault::PeerStart {
+                    at_ms: start + after,
+                    version: PROTOCOL_VERSION,
+                    old_config: true,
+                    anchor: None,
+                },
+            ]
+        })
+        .boxed()
+}
+
 /// A lifecycle operation near the clustered invocations.
 fn operation(kind: &'static str, span_ms: u64, timing: &Timing, invocations: &[Invocation]) -> BoxedStrategy<DaemonFault> {
     let at = moment(span_ms, invocations.iter().map(|i| i.at_ms).collect());
     match kind {
-        "config_edit" => at
+        // Now and then just before a later client starts, so that it finds the daemon stale
+        // while the clients before it are still mid-request: the upgrade a drain guards.
+        "config_edit" => prop_oneof![1 => at, 1 => upgrade_moment(invocations)]
             .prop_map(|at_ms| DaemonFault::ConfigEdit { at_ms, anchor: None })
             .boxed(),
         "peer_start" => {
@@ -127,16 +164,29 @@ fn operation(kind: &'static str, span_ms: u64, timing: &Timing, invocations: &[I
         "stale_lock" => (at, prop_oneof![2 => 1u64..=2_000, 1 => READY_WAIT_MS..=30_000, 1 => LOCK_WAIT_MS + 1_000..=LOCK_WAIT_MS + 10_000])
             .prop_map(|(at_ms, for_ms)| DaemonFault::StaleLock { at_ms, for_ms, anchor: None })
             .boxed(),
-        _ => (200u64..=1_500)
+        // Up to the whole OAuth wait: past the SDK's default timeout half the time.
+        _ => (200u64..=timing.oauth_timeout_ms)
             .prop_map(|delay_ms| DaemonFault::ApprovalDelay { delay_ms })
             .boxed(),
     }
 }
 
+/// A stale lock anchored to a restart comes with a crash at its drawn onset to cause one, and
+/// waits for the restart until the span's end: restarts are otherwise rare here.
+fn meeting_a_restart(lock: DaemonFault, span_ms: u64) -> Vec<DaemonFault> {
+    match lock {
+        DaemonFault::StaleLock { at_ms, for_ms, anchor: Some(Anchor::Recovery) } => vec![
+            DaemonFault::DaemonCrash { at_ms, anchor: None },
+            DaemonFault::StaleLock { at_ms: at_ms.max(span_ms), for_ms, anchor: Some(Anchor::Recovery) },
+        ],
+        lock => vec![lock],
+    }
+}
+
 /// Which operations are on: config edits and peer starts usually; crashes, resets, stalls
 /// (transport failures whose restarts meet other clients mid-request and the lifecycle
-/// operations placed after them), hung daemons and CLIs (a stale start lock) and slow approvals
-/// now and then.
+/// operations placed after them), hung daemons and CLIs (a stale start lock), slow approvals and
+/// a stale peer (an edit, then a peer's start with the config it read before) now and then.
 fn profile() -> impl Strategy<Value = Vec<&'static str>> {
     (
         prop::bool::weighted(0.8),
@@ -144,12 +194,13 @@ fn profile() -> impl Strategy<Value = Vec<&'static str>> {
         prop::bool::weighted(0.3),
         prop::bool::weighted(0.4),
         prop::bool::weighted(0.2),
-        prop::bool::weighted(0.2),
+        prop::bool::weighted(0.35),
         prop::bool::weighted(0.3),
         prop::bool::weighted(0.25),
         prop::bool::weighted(0.25),
+        prop::bool::weighted(0.3),
     )
-        .prop_map(|(edit, peer, crash, approval, reset, stall, hang, stale, crossed)| {
+        .prop_map(|(edit, peer, crash, approval, reset, stall, hang, stale, crossed, stale_peer)| {
             let kinds = [
                 ("config_edit", edit),
                 ("peer_start", peer),
@@ -160,6 +211,7 @@ fn profile() -> impl Strategy<Value = Vec<&'static str>> {
                 ("process_hang", hang),
                 ("stale_lock", stale),
                 ("crossed_frames", crossed),
+                ("stale_peer", stale_peer),
             ];
             kinds
                 .into_iter()
@@ -169,18 +221,43 @@ fn profile() -> impl Strategy<Value = Vec<&'static str>> {
         })
 }
 
+/// How often an operation is drawn, against one for a kind that only perturbs: the config edits
+/// and peer starts that make the replacement races come first; slow approvals, which keep a
+/// request in flight across them; stale locks, which need a second operation to meet.
+fn weight(kind: &str) -> u32 {
+    match kind {
+        "config_edit" | "peer_start" => 3,
+        "approval_delay" | "stale_lock" => 2,
+        _ => 1,
+    }
+}
+
 /// A whole lifecycle scenario with the given bug switches.
 pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
     (profile(), timing(), workload(), 1u32..=3, 10u64..=200)
         .prop_flat_map(|(kinds, timing, invocations, pages, approval_ms)| {
             let span_ms = invocations.last().map_or(0, |i| i.at_ms) + 1_500;
-            let choices: Vec<BoxedStrategy<DaemonFault>> = kinds
+            let choices: Vec<(u32, BoxedStrategy<Vec<DaemonFault>>)> = kinds
                 .iter()
-                // Anchored less often than single-client faults: the races here need
-                // operations at the times drawn around the clustered invocations.
-                .map(|kind| anchored_onset(operation(kind, span_ms, &timing, &invocations), 4))
+                .map(|kind| {
+                    let operations = match *kind {
+                        "stale_peer" => stale_peer(&invocations),
+                        // A stale lock matters where a CLI takes the lock: launches and
+                        // restarts.
+                        "stale_lock" => anchored_onset(operation(kind, span_ms, &timing, &invocations), 1)
+                            .prop_map(move |lock| meeting_a_restart(lock, span_ms))
+                            .boxed(),
+                        // Anchored less often than single-client faults: the races here need
+                        // operations at the times drawn around the clustered invocations.
+                        _ => anchored_onset(operation(kind, span_ms, &timing, &invocations), 4)
+                            .prop_map(|operation| vec![operation])
+                            .boxed(),
+                    };
+                    (weight(kind), operations)
+                })
                 .collect();
-            let faults = crate::swarm::plan(choices, 1..=4);
+            let faults = crate::swarm::weighted_plan(choices, 1..=4)
+                .prop_map(|plan| plan.into_iter().flatten().collect::<Vec<_>>());
             let mut profile: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
             profile.insert(0, "lifecycle".to_string());
             (
