@@ -17,7 +17,7 @@ use super::DaemonScenario;
 
 /// Compressed timing: OAuth waits of seconds, so slow approvals keep a request in flight.
 fn timing() -> impl Strategy<Value = Timing> {
-    (1_500u64..=4_000, 1_000u64..=3_000).prop_map(|(oauth, idle)| Timing {
+    (1_500u64..=4_000, 500u64..=3_000).prop_map(|(oauth, idle)| Timing {
         oauth_timeout_ms: oauth,
         sdk_request_timeout_ms: oauth / 2,
         daemon_timeout_ms: idle,
