@@ -26,7 +26,7 @@ fn timing() -> impl Strategy<Value = Timing> {
 
 fn method() -> impl Strategy<Value = Method> {
     prop_oneof![
-        4 => (200u64..=2_500).prop_map(|work_ms| Method::CallTool { work_ms }),
+        4 => (200u64..=3_500).prop_map(|work_ms| Method::CallTool { work_ms }),
         3 => Just(Method::ListTools),
         1 => Just(Method::ListResources),
         1 => Just(Method::ReadResource),
