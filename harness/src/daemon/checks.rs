@@ -85,6 +85,11 @@ impl End {
     pub fn expired(&self) -> bool {
         self.transport && matches!(self.code.as_str(), "idle" | "budget")
     }
+
+    /// The socket refused the connection (its daemon had died): no daemon heard the request.
+    pub fn refused(&self) -> bool {
+        self.transport && self.code == "refused"
+    }
 }
 
 /// One request the CLI sent (one connection).

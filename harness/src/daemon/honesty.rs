@@ -12,7 +12,7 @@ use bridge_under_test::daemon::config::STATUS_TIMEOUT_MIN_MS;
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
-use super::checks::{Attempt, Facts};
+use super::checks::{Attempt, End, Facts};
 use crate::check::capped;
 use crate::trace::{TraceEvent, Violation};
 
@@ -568,17 +568,11 @@ fn unknown_actions(facts: &Facts<'_>) -> BTreeMap<u64, String> {
 /// Read from `cli.action`, `cli.send`, `cli.fail`, `cli.done` and the MCP server's `server.recv`.
 pub fn unknown_methods_refused(facts: &Facts<'_>) -> Vec<Violation> {
     let unknown = unknown_actions(facts);
-    let unheard: BTreeSet<String> = facts
-        .trace
-        .of_kind(kind::CLI_FAIL)
-        .filter(|(_, e)| e.text("reason") == "refused")
-        .map(|(_, e)| e.text("id"))
-        .collect();
     let asked: BTreeSet<u64> = facts
-        .trace
-        .of_kind(kind::CLI_SEND)
-        .filter(|(_, e)| !unheard.contains(&e.text("id")))
-        .map(|(_, e)| e.num("action"))
+        .attempts
+        .iter()
+        .filter(|attempt| !attempt.end.as_ref().is_some_and(End::refused))
+        .map(|attempt| attempt.action)
         .collect();
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::SERVER_RECV) {

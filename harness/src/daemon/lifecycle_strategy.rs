@@ -12,7 +12,7 @@ use bridge_under_test::daemon::{DaemonBugs, Timing};
 use proptest::prelude::*;
 
 use super::faults::{Anchor, DaemonFault};
-use super::strategy::{anchored_onset, assemble, budget_stall};
+use super::strategy::{anchored_onset, assemble, budget_stall, just_before};
 use super::DaemonScenario;
 
 /// Compressed timing: OAuth waits of seconds, so slow approvals keep a request in flight.
@@ -81,27 +81,22 @@ fn moment(span_ms: u64, starts: Vec<u64>) -> BoxedStrategy<u64> {
     .boxed()
 }
 
-/// The start of an invocation that is not the first.
-fn later_start(invocations: &[Invocation]) -> BoxedStrategy<u64> {
+/// The starts of the invocations after the first (one of which a lifecycle workload, with its
+/// two lanes or more, always has).
+fn later_starts(invocations: &[Invocation]) -> Vec<u64> {
     let later: Vec<u64> = invocations.iter().skip(1).map(|i| i.at_ms).collect();
     if later.is_empty() {
-        return Just(0).boxed();
+        vec![0]
+    } else {
+        later
     }
-    prop::sample::select(later).boxed()
-}
-
-/// Up to 200 ms before an invocation that is not the first to start.
-fn upgrade_moment(invocations: &[Invocation]) -> BoxedStrategy<u64> {
-    (later_start(invocations), 0u64..=200)
-        .prop_map(|(start, ahead)| start.saturating_sub(ahead))
-        .boxed()
 }
 
 /// A config edit just before a later client starts, and a peer that read the config before the
 /// edit starting its daemon just after, while that client is between reading the metadata and
 /// probing: the daemon it meant to replace is gone, and the peer's daemon is stale too.
 fn stale_peer(invocations: &[Invocation]) -> BoxedStrategy<Vec<DaemonFault>> {
-    (later_start(invocations), 0u64..=200, 0u64..=80)
+    (prop::sample::select(later_starts(invocations)), 0u64..=200, 0u64..=80)
         .prop_map(|(start, ahead, after)| {
             vec![
                 DaemonFault::ConfigEdit { at_ms: start.saturating_sub(ahead), anchor: None },
@@ -122,7 +117,7 @@ fn operation(kind: &'static str, span_ms: u64, timing: &Timing, invocations: &[I
     match kind {
         // Now and then just before a later client starts, so that it finds the daemon stale
         // while the clients before it are still mid-request: the upgrade a drain guards.
-        "config_edit" => prop_oneof![1 => at, 1 => upgrade_moment(invocations)]
+        "config_edit" => prop_oneof![1 => at, 1 => just_before(&later_starts(invocations))]
             .prop_map(|at_ms| DaemonFault::ConfigEdit { at_ms, anchor: None })
             .boxed(),
         "peer_start" => {
@@ -232,6 +227,22 @@ fn weight(kind: &str) -> u32 {
     }
 }
 
+/// The faults one drawn operation of `kind` injects.
+fn operations(kind: &'static str, span_ms: u64, timing: &Timing, invocations: &[Invocation]) -> BoxedStrategy<Vec<DaemonFault>> {
+    match kind {
+        "stale_peer" => stale_peer(invocations),
+        // A stale lock matters where a CLI takes the lock: launches and restarts.
+        "stale_lock" => anchored_onset(operation(kind, span_ms, timing, invocations), 1)
+            .prop_map(move |lock| meeting_a_restart(lock, span_ms))
+            .boxed(),
+        // Anchored less often than single-client faults: the races here need operations at the
+        // times drawn around the clustered invocations.
+        _ => anchored_onset(operation(kind, span_ms, timing, invocations), 4)
+            .prop_map(|operation| vec![operation])
+            .boxed(),
+    }
+}
+
 /// A whole lifecycle scenario with the given bug switches.
 pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
     (profile(), timing(), workload(), 1u32..=3, 10u64..=200)
@@ -239,22 +250,7 @@ pub fn scenario(bugs: DaemonBugs) -> impl Strategy<Value = DaemonScenario> {
             let span_ms = invocations.last().map_or(0, |i| i.at_ms) + 1_500;
             let choices: Vec<(u32, BoxedStrategy<Vec<DaemonFault>>)> = kinds
                 .iter()
-                .map(|kind| {
-                    let operations = match *kind {
-                        "stale_peer" => stale_peer(&invocations),
-                        // A stale lock matters where a CLI takes the lock: launches and
-                        // restarts.
-                        "stale_lock" => anchored_onset(operation(kind, span_ms, &timing, &invocations), 1)
-                            .prop_map(move |lock| meeting_a_restart(lock, span_ms))
-                            .boxed(),
-                        // Anchored less often than single-client faults: the races here need
-                        // operations at the times drawn around the clustered invocations.
-                        _ => anchored_onset(operation(kind, span_ms, &timing, &invocations), 4)
-                            .prop_map(|operation| vec![operation])
-                            .boxed(),
-                    };
-                    (weight(kind), operations)
-                })
+                .map(|kind| (weight(kind), operations(kind, span_ms, &timing, &invocations)))
                 .collect();
             let faults = crate::swarm::weighted_plan(choices, 1..=4)
                 .prop_map(|plan| plan.into_iter().flatten().collect::<Vec<_>>());

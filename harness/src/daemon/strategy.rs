@@ -209,7 +209,7 @@ pub(super) fn anchored_onset(fault: BoxedStrategy<DaemonFault>, plain: u32) -> B
 }
 
 /// An onset up to 200 ms before one of the invocations' starts.
-fn just_before(anchors: &[u64]) -> BoxedStrategy<u64> {
+pub(super) fn just_before(anchors: &[u64]) -> BoxedStrategy<u64> {
     (prop::sample::select(anchors.to_vec()), 0..=200u64)
         .prop_map(|(start, ahead)| start.saturating_sub(ahead))
         .boxed()
