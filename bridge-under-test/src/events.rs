@@ -37,6 +37,15 @@
 //! | `fault.fired` | relayer | `fault`, `id`, `action`: a mock knob took effect |
 //! | `run.spec` | sim | the constants checkers judge against (see the harness) |
 //!
+//! Live runs (the harness's live engine: a real bridge process on loopback) record the relay
+//! vocabulary above at the boundaries they can see (the client's stdio, the server's HTTP), and
+//! the bridge process itself:
+//!
+//! | kind | host | fields |
+//! |---|---|---|
+//! | `process.start` | bridge | `command` (as run by `sh -c`), `pid`, `transport` (the server's profile), `url` |
+//! | `process.exit` | bridge | `code` (empty when killed by a signal), `signal` (empty when it exited), `by` (`self`: it exited on its own; `harness`: the case ended and its process group was killed) |
+//!
 //! The channel family (MODEL.md §3). Times named `*_at_ms`/`now_ms` are the bridge's wall clock
 //! (ms since the Unix epoch), except the gateway's own stamps, which are on the gateway's clock.
 //! Optional numbers are empty when absent.
@@ -172,6 +181,8 @@ pub mod kind {
     pub const FAULT_INJECTED: &str = "fault.injected";
     pub const FAULT_FIRED: &str = "fault.fired";
     pub const RUN_SPEC: &str = "run.spec";
+    pub const PROCESS_START: &str = "process.start";
+    pub const PROCESS_EXIT: &str = "process.exit";
     // The channel family.
     pub const CHANNEL_START: &str = "channel.start";
     pub const CHANNEL_CLOSE: &str = "channel.close";

@@ -28,7 +28,12 @@ pub fn strategy(token: &Token) -> BoxedStrategy<Scenario> {
 
 /// The value tree of a token's case: its current value is the scenario; it can shrink.
 pub fn generate(token: &Token) -> Box<dyn ValueTree<Value = Scenario>> {
-    let mut rng = SimRng::new(token.seed);
+    tree_of(token.seed, strategy(token))
+}
+
+/// The value tree `strategy` draws from the RNG of `seed`.
+pub fn tree_of<T: std::fmt::Debug + 'static>(seed: u64, strategy: BoxedStrategy<T>) -> Box<dyn ValueTree<Value = T>> {
+    let mut rng = SimRng::new(seed);
     let mut bytes = [0u8; 32];
     for chunk in bytes.chunks_mut(8) {
         chunk.copy_from_slice(&rng.next_u64().to_le_bytes());
@@ -36,7 +41,7 @@ pub fn generate(token: &Token) -> Box<dyn ValueTree<Value = Scenario>> {
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
     let config = Config { failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, rng);
-    let tree = strategy(token).new_tree(&mut runner).expect("case strategies never reject");
+    let tree = strategy.new_tree(&mut runner).expect("case strategies never reject");
     Box::new(tree)
 }
 

@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod family;
 pub mod hunt;
 pub mod jsonl;
+pub mod live;
 pub mod recorder;
 pub mod relay;
 pub mod runner;

@@ -1,6 +1,7 @@
 //! The harness CLI: `list`, `hunt`, `replay`, `check`, `view`, `bench`, `hashes`. Exit codes: 0 nothing found,
 //! 1 a violation, 2 bad input.
 
+mod live_command;
 mod progress;
 
 use std::process::ExitCode;
@@ -123,6 +124,8 @@ enum Command {
         #[arg(long, default_value = "target/bench.json")]
         json: std::path::PathBuf,
     },
+    /// Run the relay family's scenarios against a real stdio bridge process, in real time.
+    Live(live_command::LiveArgs),
     /// Print `<token> <trace-hash>` for cases of every family: compare across processes/machines.
     Hashes {
         #[arg(long)]
@@ -171,6 +174,7 @@ fn main() -> ExitCode {
         Command::View { trace, html, family } => view_command(&trace, &html, family),
         Command::Bench { family, cases, seeds, json } => bench_command(family, cases, seeds, &json),
         Command::Hashes { family, cases, seed } => hashes_command(family, cases, &seed),
+        Command::Live(args) => live_command::live_command(args, parse_seed, fresh_seed),
     };
     result.unwrap_or_else(|error| {
         eprintln!("error: {error}");
@@ -349,7 +353,11 @@ fn read_trace(path: &std::path::Path, family: Option<String>) -> Result<(Trace, 
 fn check_command(path: &std::path::Path, family: Option<String>) -> Result<ExitCode, String> {
     let (trace, family) = read_trace(path, family)?;
     let family = family?;
-    let violations = family.check(&trace, &McpSchema::new());
+    let violations = if harness::live::oracles::is_live(&trace) {
+        harness::live::oracles::judge(&trace, &McpSchema::new())
+    } else {
+        family.check(&trace, &McpSchema::new())
+    };
     println!("check: {} ({} events, family {})", path.display(), trace.events.len(), family.name());
     print_violations(&violations);
     println!("trace-hash: {:016x}", trace.hash());

@@ -33,6 +33,28 @@ pub fn announce(host: &'static str) {
     tracing::event!(target: HOST_TARGET, Level::INFO, host);
 }
 
+/// The live engine's clock: real milliseconds since a case began. The only place live mode
+/// reads the wall clock; checkers read `at_ms` from the trace as always.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveClock(std::time::Instant);
+
+impl LiveClock {
+    #[allow(clippy::disallowed_methods)] // live mode's one wall clock (DESIGN.md §6a)
+    pub fn start() -> Self {
+        Self(std::time::Instant::now())
+    }
+
+    /// Real milliseconds since the case began.
+    pub fn ms(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// The real instant `ms` after the case began.
+    pub fn at(&self, ms: u64) -> std::time::Instant {
+        self.0 + std::time::Duration::from_millis(ms)
+    }
+}
+
 /// Shared between the layer (which appends) and the runner (which reads the clock it sets).
 #[derive(Debug, Default)]
 struct Shared {
@@ -40,6 +62,8 @@ struct Shared {
     /// Virtual time of the step loop, for events emitted outside any host.
     loop_ms: AtomicU64,
     hosts: Mutex<Hosts>,
+    /// Live runs stamp events with real time since the case began instead of virtual time.
+    live: Option<LiveClock>,
 }
 
 /// The hosts announced so far, and which runtime is which host.
@@ -75,6 +99,17 @@ impl Hosts {
 pub struct Recorder(Arc<Shared>);
 
 impl Recorder {
+    /// A recorder for a live run: events are stamped with `clock`'s real milliseconds.
+    pub fn live(clock: LiveClock) -> Self {
+        Self(Arc::new(Shared { live: Some(clock), ..Shared::default() }))
+    }
+
+    /// Record an event the engine itself observed (a process starting or exiting), for `host`.
+    pub fn record(&self, host: &str, kind: &str, fields: Vec<(String, Value)>) {
+        let at_ms = self.0.loop_ms.load(Ordering::Relaxed);
+        push(&self.0, TraceEvent { at_ms, host: host.to_string(), kind: kind.to_string(), fields });
+    }
+
     pub fn layer(&self) -> RecordingLayer {
         RecordingLayer(self.0.clone())
     }
@@ -181,8 +216,17 @@ fn record_event(shared: &Shared, event: &Event<'_>, host: Option<String>) {
         None => shared.loop_ms.load(Ordering::Relaxed),
     };
     let host = host.unwrap_or_else(|| host::SIM.to_string());
-    let event = TraceEvent { at_ms, host, kind, fields: visitor.fields };
-    shared.events.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+    push(shared, TraceEvent { at_ms, host, kind, fields: visitor.fields });
+}
+
+/// Append an event. A live run stamps it with real time under the lock, so events from the
+/// threads of a case are in time order.
+fn push(shared: &Shared, mut event: TraceEvent) {
+    let mut events = shared.events.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(clock) = shared.live {
+        event.at_ms = clock.ms();
+    }
+    events.push(event);
 }
 
 /// The only callsites recorded: trace-target events and host announcements. No span.

@@ -14,6 +14,9 @@ pub struct Token {
 
 const VERSION: &str = "v1";
 
+/// What a live case's token starts with: the same scenario words, drawn by the live generator.
+pub const LIVE_PREFIX: &str = "live.";
+
 impl Token {
     pub fn new(family: Family, bugs: &[String], seed: u64) -> Result<Self, String> {
         for bug in bugs {
@@ -32,6 +35,11 @@ impl Token {
     }
 
     pub fn parse(text: &str) -> Result<Self, String> {
+        if text.trim().starts_with(LIVE_PREFIX) {
+            return Err(format!(
+                "`{text}` is a live token: rerun it against its bridge with `harness live --bridge CMD --replay {text}`"
+            ));
+        }
         let parts: Vec<&str> = text.trim().split('.').collect();
         let [version, family, bugs, seed] = parts[..] else {
             return Err(format!("malformed token `{text}`: expected v1.<family>.<bugs>.<seed>"));

@@ -169,7 +169,11 @@ pub struct ResetConnection;
 /// Serve `router` on `port` forever: one task per connection, `Date` header off. A response
 /// marked [`ResetConnection`] ends its connection unanswered.
 pub async fn serve(port: u16, router: axum::Router) -> io::Result<()> {
-    let listener = TcpListener::bind(("0.0.0.0", port)).await?;
+    serve_on(TcpListener::bind(("0.0.0.0", port)).await?, router).await
+}
+
+/// [`serve`] on a listener bound beforehand.
+pub async fn serve_on(listener: TcpListener, router: axum::Router) -> io::Result<()> {
     loop {
         let (stream, _) = listener.accept().await?;
         let service = Resettable(TowerToHyperService::new(router.clone()));

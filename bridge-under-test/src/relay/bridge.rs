@@ -15,7 +15,6 @@ use crate::net::jsonrpc::{self, id_key, Shape};
 use super::sse::SseParser;
 use super::relayer::NOT_INITIALIZED;
 use super::state::{ClosedOut, InFlight, Outgoing, State};
-use super::RELAYER_PORT;
 use crate::events::kind;
 use crate::rng::SimRng;
 use crate::seam::{self, ms_since};
@@ -470,7 +469,7 @@ impl Bridge {
 
     /// POST to the session path; the HTTP status, or 0 for a network error.
     async fn post(&self, path: &str, key: Option<&str>, body: String) -> u16 {
-        let target = (self.config.relayer.as_str(), RELAYER_PORT);
+        let target = (self.config.relayer.as_str(), self.config.relayer_port);
         http::post_json(target, path, &self.config.token, key, body).await.unwrap_or(0)
     }
 
@@ -527,8 +526,8 @@ impl Bridge {
                 seam::sleep_ms(BridgeConfig::backoff_ms(attempt - 1)).await;
             }
             emit!(kind::SSE_CONNECT, gen, attempt);
-            let target = (self.config.relayer.as_str(), RELAYER_PORT);
-            match http::get_stream(target, "/sse", &self.config.token).await {
+            let target = (self.config.relayer.as_str(), self.config.relayer_port);
+            match http::get_stream(target, &self.config.sse_path, &self.config.token).await {
                 Ok(stream) => {
                     let mut state = self.state.borrow_mut();
                     state.last_activity = seam::now();

@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -342,7 +343,7 @@ pub struct ClientScript {
 pub async fn run(
     script: ClientScript,
     ends: ClientEnds,
-    close_stdin: Rc<Notify>,
+    close_stdin: Arc<Notify>,
     seed: u64,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut rng = SimRng::new(seed);

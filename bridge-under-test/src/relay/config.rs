@@ -26,8 +26,12 @@ crate::bug_switches! {
 /// The bridge's configuration. Every duration is in virtual milliseconds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BridgeConfig {
-    /// Host name of the relayer.
+    /// Host name (or address) of the relayer.
     pub relayer: String,
+    /// The relayer's port.
+    pub relayer_port: u16,
+    /// The path of the relayer's stream (`GET`): the endpoint event names where to POST.
+    pub sse_path: String,
     /// Bearer token sent with every request.
     pub token: String,
     /// Watchdog: stream silence longer than this aborts it.
@@ -53,6 +57,8 @@ impl Default for BridgeConfig {
     fn default() -> Self {
         Self {
             relayer: crate::events::host::RELAYER.to_string(),
+            relayer_port: super::RELAYER_PORT,
+            sse_path: "/sse".to_string(),
             token: "token-0".to_string(),
             sse_idle_ms: 30_000,
             slowest_tool_ms: 180_000,
@@ -114,6 +120,8 @@ pub struct RelayerConfig {
     pub remember_deadline_ms: u64,
     /// Seed of the relayer's randomness (session ids, frame splitting).
     pub seed: u64,
+    /// `host:port` as clients reach it, for endpoint events that name an absolute URL.
+    pub authority: String,
 }
 
 impl Default for RelayerConfig {
@@ -125,6 +133,7 @@ impl Default for RelayerConfig {
             analyze_deadline_ms: 180_000,
             remember_deadline_ms: 90_000,
             seed: 0,
+            authority: format!("{}:{}", crate::events::host::RELAYER, super::RELAYER_PORT),
         }
     }
 }

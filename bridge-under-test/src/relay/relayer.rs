@@ -23,7 +23,7 @@ use super::knobs::{lock, SharedKnobs};
 use super::sse::Style;
 use super::RELAYER_PORT;
 use crate::emit;
-use crate::events::{host, kind};
+use crate::events::kind;
 use crate::rng::SimRng;
 use crate::seam;
 
@@ -52,6 +52,17 @@ pub async fn run(
     knobs: SharedKnobs,
     durable: SharedDurable,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    let listener = seam::TcpListener::bind(("0.0.0.0", RELAYER_PORT)).await?;
+    serve(listener, config, knobs, durable).await
+}
+
+/// [`run`] on a listener bound beforehand (the live engine's, on a real port).
+pub async fn serve(
+    listener: seam::TcpListener,
+    config: RelayerConfig,
+    knobs: SharedKnobs,
+    durable: SharedDurable,
+) -> Result<(), Box<dyn std::error::Error>> {
     let boot = {
         let mut durable = lock(&durable);
         durable.boots += 1;
@@ -66,7 +77,7 @@ pub async fn run(
         .route("/sse", get(open_stream))
         .route("/messages", post(on_post))
         .with_state(app);
-    http::serve(RELAYER_PORT, router).await?;
+    http::serve_on(listener, router).await?;
     Ok(())
 }
 
@@ -144,8 +155,7 @@ async fn stream(
         let knobs = lock(&app.0.knobs);
         (knobs.changed.clone(), knobs.eof_epoch, knobs.stalls, knobs.flap)
     };
-    let authority = format!("{}:{RELAYER_PORT}", host::RELAYER);
-    let mut backlog = VecDeque::from([style.opening(&authority, &format!("/messages?sessionId={session}"))]);
+    let mut backlog = VecDeque::from([style.opening(&config.authority, &format!("/messages?sessionId={session}"))]);
     let mut keepalive_at = seam::now() + std::time::Duration::from_millis(config.first_keepalive_ms);
     if let Some(after_endpoint) = flap {
         emit!(kind::FAULT_FIRED, fault = "stream_flap", id = "", client_id = "", action = "", session = %session);

@@ -1,7 +1,7 @@
 //! The relay family's faults: plain data, applied between simulation steps by one function that
 //! also records a `fault.injected` event. "Smaller" means milder: fewer faults, shorter windows.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use bridge_under_test::emit;
 use bridge_under_test::events::{host, kind};
@@ -116,12 +116,34 @@ impl RelayFault {
 /// What faults act on.
 pub struct Targets<'a> {
     pub knobs: &'a SharedKnobs,
-    pub close_stdin: &'a Rc<Notify>,
+    pub close_stdin: &'a Arc<Notify>,
     pub script: &'a ClientScript,
+}
+
+/// What a fault does to the network itself, which each engine carries out its own way (turmoil's
+/// bounce and hold in the simulation; a restarted server and held connections live).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkAction {
+    /// The relayer restarts: its connections and sessions are lost.
+    Bounce,
+    /// Messages between bridge and relayer are held back, then released.
+    Hold,
+    Release,
 }
 
 /// Apply one phase of a fault to the simulation, recording it.
 pub fn apply(fault: &RelayFault, phase: Phase, sim: &mut turmoil::Sim<'_>, targets: &Targets<'_>) {
+    match act(fault, phase, targets) {
+        Some(NetworkAction::Bounce) => sim.bounce(host::RELAYER),
+        Some(NetworkAction::Hold) => sim.hold(host::BRIDGE, host::RELAYER),
+        Some(NetworkAction::Release) => sim.release(host::BRIDGE, host::RELAYER),
+        None => {}
+    }
+}
+
+/// Record one phase of a fault and set the mock knobs it turns; the network action it needs, for
+/// the engine to carry out.
+pub fn act(fault: &RelayFault, phase: Phase, targets: &Targets<'_>) -> Option<NetworkAction> {
     let detail = serde_json::to_string(fault).unwrap_or_default();
     let phase_name = if phase == Phase::Start { "start" } else { "end" };
     emit!(kind::FAULT_INJECTED, fault = fault.name(), phase = phase_name, detail = %detail);
@@ -130,6 +152,7 @@ pub fn apply(fault: &RelayFault, phase: Phase, sim: &mut turmoil::Sim<'_>, targe
         targets.script.steps.get(*step).map(|s| id_key(&s.wire_id())).unwrap_or_default()
     };
     let mut knobs = lock(targets.knobs);
+    let mut network = None;
     match fault {
         RelayFault::DuplicateReply { step } => {
             knobs.duplicate_ids.insert(wire_id(step));
@@ -153,17 +176,24 @@ pub fn apply(fault: &RelayFault, phase: Phase, sim: &mut turmoil::Sim<'_>, targe
                 knobs.eof_epoch += 1;
             }
         }
-        RelayFault::RelayerBounce { .. } => sim.bounce(host::RELAYER),
-        RelayFault::LinkHold { .. } if on => sim.hold(host::BRIDGE, host::RELAYER),
-        RelayFault::LinkHold { .. } => sim.release(host::BRIDGE, host::RELAYER),
+        RelayFault::RelayerBounce { .. } => network = Some(NetworkAction::Bounce),
+        RelayFault::LinkHold { .. } if on => network = Some(NetworkAction::Hold),
+        RelayFault::LinkHold { .. } => network = Some(NetworkAction::Release),
         RelayFault::StdinEof { .. } => targets.close_stdin.notify_one(),
         RelayFault::PostReset { after_admit, .. } => knobs.reset_posts = on.then_some(*after_admit),
     }
     knobs.notify();
+    network
 }
 
 /// Stop injecting and repair everything: the heal phase before liveness is judged.
 pub fn heal(sim: &mut turmoil::Sim<'_>, knobs: &SharedKnobs) {
+    heal_knobs(knobs);
+    sim.release(host::BRIDGE, host::RELAYER);
+}
+
+/// The mock's part of [`heal`]: clear every knob a window set (the engine releases the network).
+pub fn heal_knobs(knobs: &SharedKnobs) {
     let mut knobs = lock(knobs);
     knobs.reject_status = None;
     knobs.withhold_replies = false;
@@ -171,8 +201,6 @@ pub fn heal(sim: &mut turmoil::Sim<'_>, knobs: &SharedKnobs) {
     knobs.reset_posts = None;
     knobs.stalling.clear();
     knobs.notify();
-    drop(knobs);
-    sim.release(host::BRIDGE, host::RELAYER);
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ pub mod strategy;
 pub mod stream_checks;
 pub mod wire;
 
-use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use bridge_under_test::emit;
@@ -104,7 +103,7 @@ pub struct RelayScenario {
 pub struct Driver {
     scenario: RelayScenario,
     knobs: SharedKnobs,
-    close_stdin: Rc<Notify>,
+    close_stdin: Arc<Notify>,
 }
 
 impl Driver {
@@ -130,7 +129,7 @@ impl Driver {
             bugs: scenario.bugs,
             ..BridgeConfig::default()
         };
-        let close_stdin = Rc::new(Notify::new());
+        let close_stdin = Arc::new(Notify::new());
         let (client_ends, server_ends) = stdio::pipes();
         let relayer_knobs = knobs.clone();
         family::host(sim, host::RELAYER, move || {

@@ -18,7 +18,12 @@ pub fn tick_ms(timing: &Timing) -> u64 {
 
 /// Production constants, or a compressed profile whose deadlines are seconds, not minutes.
 fn timing() -> impl Strategy<Value = Timing> {
-    let compressed = (200u64..=1_000, 3u64..=8, 1_000u64..=10_000, 500u64..=5_000, prop::option::weighted(0.25, 1_000u64..=20_000))
+    prop_oneof![compressed(), Just(Timing::default())]
+}
+
+/// A compressed profile: deadlines of seconds, not minutes.
+fn compressed() -> impl Strategy<Value = Timing> {
+    (200u64..=1_000, 3u64..=8, 1_000u64..=10_000, 500u64..=5_000, prop::option::weighted(0.25, 1_000u64..=20_000))
         .prop_map(|(keepalive_ms, idle_factor, slowest_tool_ms, deadline_margin_ms, call_timeout_ms)| Timing {
             sse_idle_ms: keepalive_ms * idle_factor,
             first_keepalive_ms: 200,
@@ -27,8 +32,7 @@ fn timing() -> impl Strategy<Value = Timing> {
             remember_deadline_ms: slowest_tool_ms / 2,
             deadline_margin_ms,
             call_timeout_ms,
-        });
-    prop_oneof![compressed, Just(Timing::default())]
+        })
 }
 
 fn op(timing: &Timing) -> impl Strategy<Value = Op> {
@@ -165,7 +169,34 @@ fn fault(kind: &'static str, timing: &Timing, writes: &[u64], span_ms: u64) -> B
 
 /// A whole relay scenario with the given bug switches.
 pub fn scenario(bugs: RelayBugs) -> impl Strategy<Value = RelayScenario> {
-    (timing(), crate::swarm::profile(KINDS)).prop_flat_map(move |(timing, kinds)| {
+    scenario_of(bugs, timing().boxed(), KINDS)
+}
+
+/// Fault kinds a live case draws: a held link needs a proxy between bridge and server, which the
+/// live engine does not have yet.
+pub const LIVE_KINDS: &[&str] = &[
+    "duplicate_reply",
+    "late_reply",
+    "swallow_reply",
+    "slow_tool",
+    "post_reject",
+    "withhold_replies",
+    "stream_stall",
+    "stream_eof",
+    "stream_flap",
+    "relayer_bounce",
+    "stdin_eof",
+    "post_reset",
+];
+
+/// A relay scenario for a live case: compressed timing only (production deadlines are minutes
+/// of real time) and the fault kinds the live engine carries out.
+pub fn live_scenario() -> impl Strategy<Value = RelayScenario> {
+    scenario_of(RelayBugs::default(), compressed().boxed(), LIVE_KINDS)
+}
+
+fn scenario_of(bugs: RelayBugs, timing: BoxedStrategy<Timing>, kinds: &'static [&'static str]) -> impl Strategy<Value = RelayScenario> {
+    (timing, crate::swarm::profile(kinds)).prop_flat_map(move |(timing, kinds)| {
         script(&timing).prop_flat_map(move |steps| {
             let spec = Spec::new(&timing, 1, 0);
             let span_ms = steps.last().map_or(0, |s| s.at_ms) + spec.call_timeout_ms;

@@ -1,0 +1,262 @@
+//! One live case: the mock server on loopback, the bridge as a real process, the scripted MCP
+//! client on its stdio, the fault plan applied by the wall clock, and every observation recorded
+//! in the trace vocabulary of the simulation. Bounded by the case's horizon plus the exit bound;
+//! the process group, the server's port and its threads are released however the bridge behaves.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bridge_under_test::emit;
+use bridge_under_test::events::{host, kind};
+use bridge_under_test::relay::client;
+use bridge_under_test::relay::relayer::Durable;
+use bridge_under_test::relay::{RelayerConfig, RelayerKnobs};
+use bridge_under_test::stdio;
+use serde_json::{json, Value};
+use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::Notify;
+
+use super::process::{BridgeProcess, Exit};
+use super::profile::{Deadline, Profile};
+use super::server::{MockServer, ServerParts};
+use crate::family;
+use crate::recorder::{announce, LiveClock, Recorder};
+use crate::relay::faults::{self, NetworkAction, Targets};
+use crate::relay::{RelayScenario, Spec};
+use crate::seed::derive;
+use crate::trace::Trace;
+
+/// How long the client may take to finish once the process is gone.
+const CLIENT_GRACE: Duration = Duration::from_secs(2);
+
+/// What a live case needs besides its scenario.
+#[derive(Debug, Clone)]
+pub struct Bridge {
+    /// The command, run with `sh -c`; `{url}` is replaced by the server's URL.
+    pub command: String,
+    pub profile: Profile,
+}
+
+/// Why a case could not be run at all (bad input, not a finding).
+#[derive(Debug)]
+pub struct NotRun(pub String);
+
+/// A case run: its trace, and what the bridge wrote on stderr.
+pub struct Ran {
+    pub trace: Trace,
+    pub stderr: Vec<u8>,
+    pub wall_ms: u64,
+}
+
+/// The scheduling slack of a live run's timing verdicts, with a bridge's own on top.
+pub fn spec_of(scenario: &RelayScenario, profile: &Profile, horizon_ms: u64) -> Value {
+    let spec = Spec::new(&scenario.timing, 1, 0);
+    let call_timeout_ms = match profile.deadline {
+        Deadline::Scenario => spec.call_timeout_ms,
+        Deadline::Ms(ms) => ms,
+        // No deadline by design: nothing is late before the client leaves.
+        Deadline::None => horizon_ms,
+    };
+    json!({
+        "call_timeout_ms": call_timeout_ms,
+        "sweep_period_ms": (call_timeout_ms / 3).clamp(500, 5_000),
+        "slack_ms": profile.slack_ms,
+        "horizon_ms": horizon_ms,
+        "sse_idle_ms": scenario.timing.sse_idle_ms,
+    })
+}
+
+/// Run one case of `scenario` (seeded by `seed`) against `bridge`.
+pub fn run(scenario: &RelayScenario, seed: u64, horizon_ms: u64, bridge: &Bridge) -> Result<Ran, NotRun> {
+    let clock = LiveClock::start();
+    let recorder = Recorder::live(clock);
+    let stderr = tracing::subscriber::with_default(recorder.subscriber(), || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| NotRun(format!("no runtime: {e}")))?;
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, drive(scenario, seed, horizon_ms, bridge, &recorder, clock))
+    })?;
+    Ok(Ran { trace: Trace { events: recorder.take() }, stderr, wall_ms: clock.ms() })
+}
+
+async fn drive(
+    scenario: &RelayScenario,
+    seed: u64,
+    horizon_ms: u64,
+    bridge: &Bridge,
+    recorder: &Recorder,
+    clock: LiveClock,
+) -> Result<Vec<u8>, NotRun> {
+    announce(host::SIM);
+    let spec = spec_of(scenario, &bridge.profile, horizon_ms);
+    let num = |name: &str| spec[name].as_u64().unwrap_or(0);
+    emit!(
+        kind::RUN_SPEC,
+        family = "relay",
+        engine = "live",
+        bridge = %bridge.profile.name,
+        call_timeout_ms = num("call_timeout_ms"),
+        sweep_period_ms = num("sweep_period_ms"),
+        slack_ms = num("slack_ms"),
+        horizon_ms,
+        sse_idle_ms = num("sse_idle_ms"),
+        bugs = "",
+        profile = %scenario.profile.join("+"),
+        promises = %super::oracles::promises_field(&bridge.profile),
+        exit_within_ms = bridge.profile.exit_within_ms
+    );
+    let knobs = RelayerKnobs::shared();
+    let parts = ServerParts {
+        config: relayer_config(scenario, seed),
+        knobs: knobs.clone(),
+        durable: Arc::new(Mutex::new(Durable::default())),
+    };
+    let server = MockServer::start(parts, recorder.clone()).map_err(|e| NotRun(format!("the mock server did not start: {e}")))?;
+    let url = server.url();
+    let env = bridge_env(scenario, seed, &bridge.profile);
+    let (mut process, stdin, stdout) = BridgeProcess::start(&bridge.command, &url, &env)
+        .map_err(|e| NotRun(format!("cannot start `{}`: {e}", bridge.command)))?;
+    let fields = vec![
+        ("command".to_string(), Value::from(bridge.command.as_str())),
+        ("pid".to_string(), Value::from(process.pid)),
+        ("transport".to_string(), Value::from("relayer")),
+        ("url".to_string(), Value::from(url.as_str())),
+    ];
+    recorder.record(host::BRIDGE, kind::PROCESS_START, fields);
+    let close_stdin = Arc::new(Notify::new());
+    let client = start_client(scenario, seed, recorder, close_stdin.clone(), stdin, stdout);
+    let targets = Targets { knobs: &knobs, close_stdin: &close_stdin, script: &scenario.script };
+    let deadline = clock.at(horizon_ms + bridge.profile.exit_within_ms);
+    // The process may exit before the fault plan is over (stdin closed early, or a crash).
+    let exited = {
+        let faults = apply_faults(scenario, &targets, &server, clock);
+        tokio::pin!(faults);
+        let mut faults_done = false;
+        loop {
+            tokio::select! {
+                () = &mut faults, if !faults_done => faults_done = true,
+                exit = process.wait() => break Some(exit),
+                () = tokio::time::sleep_until(deadline.into()) => break None,
+            }
+        }
+    };
+    let (exit, by) = match exited {
+        Some(exit) => (exit, "self"),
+        None => (Exit { code: None, signal: None }, "harness"),
+    };
+    let (reaped, stderr) = process.reap().await;
+    let exit = if by == "harness" { reaped } else { exit };
+    record_exit(recorder, &exit, by);
+    if by == "self" && matches!(exit.code, Some(126 | 127)) {
+        let why = String::from_utf8_lossy(&stderr).lines().next().unwrap_or("").to_string();
+        return Err(NotRun(format!("`{}` did not start (exit {}): {why}", bridge.command, exit.code.unwrap_or(0))));
+    }
+    // The client's reader ends with the process's stdout, so it is done soon after the reap.
+    let _ = tokio::time::timeout(CLIENT_GRACE, client).await;
+    drop(server);
+    Ok(stderr)
+}
+
+fn record_exit(recorder: &Recorder, exit: &Exit, by: &str) {
+    let text = |n: Option<i32>| n.map_or(String::new(), |n| n.to_string());
+    let fields = vec![
+        ("code".to_string(), Value::from(text(exit.code))),
+        ("signal".to_string(), Value::from(text(exit.signal))),
+        ("by".to_string(), Value::from(by)),
+    ];
+    recorder.record(host::BRIDGE, kind::PROCESS_EXIT, fields);
+}
+
+/// The relayer as the scenario sets it up in the simulation, at a real address.
+fn relayer_config(scenario: &RelayScenario, seed: u64) -> RelayerConfig {
+    let timing = &scenario.timing;
+    RelayerConfig {
+        first_keepalive_ms: timing.first_keepalive_ms,
+        keepalive_ms: timing.keepalive_ms,
+        analyze_deadline_ms: timing.slowest_tool_ms,
+        remember_deadline_ms: timing.remember_deadline_ms,
+        seed: derive(seed, "relayer"),
+        // Filled in when the port is known; only endpoint events in the absolute style use it.
+        authority: "127.0.0.1".to_string(),
+        ..RelayerConfig::default()
+    }
+}
+
+/// The environment of the bridge process: its profile's, the bearer token, and for our own
+/// `relay-bridge` the scenario's timing.
+fn bridge_env(scenario: &RelayScenario, seed: u64, profile: &Profile) -> Vec<(String, String)> {
+    let timing = &scenario.timing;
+    let config = json!({
+        "sse_idle_ms": timing.sse_idle_ms,
+        "slowest_tool_ms": timing.slowest_tool_ms,
+        "deadline_margin_ms": timing.deadline_margin_ms,
+        "call_timeout_ms": timing.call_timeout_ms,
+        "seed": derive(seed, "bridge"),
+    });
+    let mut env = profile.env.clone();
+    env.push(("RELAY_BRIDGE_CONFIG".to_string(), config.to_string()));
+    env.push(("MCP_BEARER_TOKEN".to_string(), RelayerConfig::default().token));
+    env
+}
+
+/// The scripted client on a thread of its own (its events are the `client` host's), joined to
+/// the process's stdin and stdout.
+fn start_client(
+    scenario: &RelayScenario,
+    seed: u64,
+    recorder: &Recorder,
+    close_stdin: Arc<Notify>,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+) -> tokio::sync::oneshot::Receiver<()> {
+    let (script, recorder) = (scenario.script.clone(), recorder.clone());
+    let client_seed = derive(seed, "client");
+    let (done, finished) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new().name("live-client".into()).spawn(move || {
+        tracing::subscriber::with_default(recorder.subscriber(), || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&runtime, async move {
+                announce(host::CLIENT);
+                let (client_ends, server_ends) = stdio::pipes();
+                let stdio::ServerEnds { stdin: mut from_client, stdout: mut to_client } = server_ends;
+                let mut stdin = stdin;
+                let mut stdout = stdout;
+                let input = tokio::task::spawn_local(async move {
+                    let _ = tokio::io::copy(&mut from_client, &mut stdin).await;
+                    // Dropping the child's stdin is its EOF.
+                });
+                let output = tokio::task::spawn_local(async move {
+                    let _ = tokio::io::copy(&mut stdout, &mut to_client).await;
+                });
+                let _ = client::run(script, client_ends, close_stdin, client_seed).await;
+                input.abort();
+                output.abort();
+            });
+        });
+        let _ = done.send(());
+    });
+    if let Err(error) = spawned {
+        // The case goes on without a client; its trace shows nothing was sent.
+        eprintln!("live: no client thread: {error}");
+    }
+    finished
+}
+
+/// Apply the fault plan by the wall clock, then heal.
+async fn apply_faults(scenario: &RelayScenario, targets: &Targets<'_>, server: &MockServer, clock: LiveClock) {
+    let schedule = family::schedule(&scenario.faults, |fault| fault.window(&scenario.script));
+    for scheduled in schedule {
+        tokio::time::sleep_until(clock.at(scheduled.at_ms).into()).await;
+        let fault = &scenario.faults[scheduled.fault];
+        match faults::act(fault, scheduled.phase, targets) {
+            Some(NetworkAction::Bounce) => server.restart(),
+            // The live generator draws no held links (they need a proxy): nothing to do.
+            Some(NetworkAction::Hold | NetworkAction::Release) | None => {}
+        }
+    }
+    emit!(kind::FAULT_INJECTED, fault = "heal", phase = "start", detail = "");
+    faults::heal_knobs(targets.knobs);
+}

@@ -1,0 +1,115 @@
+//! The live engine: a family's generated scenarios (workload and fault plan) run in real time
+//! against a real bridge process on loopback, judged by the same oracles over a trace in the
+//! same vocabulary. The scenario is still a pure function of the token; only the bridge is free,
+//! so a finding is reported with how often it reproduces, and shrinking re-runs candidates.
+//!
+//! - `case.rs`: one case (server, process, client, faults by the wall clock);
+//! - `server.rs`: the mock server on 127.0.0.1, restartable;
+//! - `process.rs`: the bridge process and its process group;
+//! - `profile.rs`: what a bridge does by design, from a profile file;
+//! - `oracles.rs`: which oracles judge a live trace.
+
+pub mod case;
+pub mod oracles;
+pub mod process;
+pub mod profile;
+pub mod server;
+
+use proptest::strategy::{Strategy, ValueTree};
+
+use crate::hunt::{case_seed, tree_of};
+use crate::relay::strategy::live_scenario;
+use crate::relay::{RelayScenario, Spec};
+use crate::schema::McpSchema;
+use crate::token::{Token, LIVE_PREFIX};
+use crate::trace::{Trace, Violation};
+pub use case::{Bridge, NotRun};
+
+/// A live case: its seed and scenario.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub seed: u64,
+    pub scenario: RelayScenario,
+}
+
+impl Case {
+    /// The token that regenerates it: `live.v1.relay.none.<seed>`.
+    pub fn token(&self) -> String {
+        live_token(self.seed)
+    }
+
+    /// When the case ends at the latest: the client closes stdin at the script's end.
+    pub fn horizon_ms(&self) -> u64 {
+        let spec = Spec::new(&self.scenario.timing, 1, 0);
+        self.scenario.script.end_at_ms + spec.sweep_period_ms
+    }
+}
+
+pub fn live_token(seed: u64) -> String {
+    let token = Token { family: crate::scenario::Family::Relay, bugs: Vec::new(), seed };
+    format!("{LIVE_PREFIX}{token}")
+}
+
+/// The seed a live token names (with or without its `live.` prefix).
+pub fn parse_token(text: &str) -> Result<u64, String> {
+    let inner = text.trim().strip_prefix(LIVE_PREFIX).unwrap_or(text.trim());
+    let token = Token::parse(inner)?;
+    if token.family != crate::scenario::Family::Relay || !token.bugs.is_empty() {
+        return Err(format!("`{text}` is not a live token (live.v1.relay.none.<seed>)"));
+    }
+    Ok(token.seed)
+}
+
+/// The value tree of the live case of `seed`.
+pub fn generate(seed: u64) -> Box<dyn ValueTree<Value = RelayScenario>> {
+    tree_of(seed, live_scenario().boxed())
+}
+
+/// The case of index `index` under `base`.
+pub fn case(base: u64, index: u64) -> Case {
+    let seed = case_seed(base, index);
+    Case { seed, scenario: generate(seed).current() }
+}
+
+/// A judged live run.
+pub struct Judged {
+    pub trace: Trace,
+    pub violations: Vec<Violation>,
+    pub stderr: Vec<u8>,
+    pub wall_ms: u64,
+}
+
+/// Run `case` once against `bridge` and judge it.
+pub fn run(case: &Case, bridge: &Bridge, schema: &McpSchema) -> Result<Judged, NotRun> {
+    let ran = case::run(&case.scenario, case.seed, case.horizon_ms(), bridge)?;
+    let violations = oracles::judge(&ran.trace, schema);
+    Ok(Judged { trace: ran.trace, violations, stderr: ran.stderr, wall_ms: ran.wall_ms })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_tokens_round_trip_and_are_refused_by_the_simulation() {
+        let token = live_token(0xabc);
+        assert_eq!(token, "live.v1.relay.none.0000000000000abc");
+        assert_eq!(parse_token(&token), Ok(0xabc));
+        let refused = Token::parse(&token).unwrap_err();
+        assert!(refused.contains("harness live"), "{refused}");
+        assert!(parse_token("live.v1.daemon.none.0000000000000abc").is_err());
+    }
+
+    #[test]
+    fn live_cases_draw_compressed_timing_and_no_held_links() {
+        for index in 0..64 {
+            let case = case(7, index);
+            assert!(case.scenario.timing.slowest_tool_ms <= 10_000, "case {index}: production timing");
+            assert!(case.scenario.faults.iter().all(|f| f.name() != "link_hold"), "case {index}: a held link");
+            assert_eq!(case.scenario.faults, super::case(7, index).scenario.faults, "not a function of the seed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod process_tests;

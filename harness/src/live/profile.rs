@@ -1,0 +1,131 @@
+//! A bridge profile: what a bridge does by design, declared in a small JSON file, never guessed.
+//! A profile declares policy (its deadline, the promises its documentation makes); it can never
+//! silence a property every bridge owes its user (`oracles::UNIVERSAL`).
+
+use serde::Deserialize;
+
+use super::oracles;
+
+/// The bridge's own per-call deadline.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Deadline {
+    /// It has none by design: a call the server never answers waits until the client leaves.
+    None,
+    /// It runs with the scenario's timing (our `relay-bridge`, configured per case).
+    Scenario,
+    /// A fixed deadline in milliseconds.
+    Ms(u64),
+}
+
+/// A promise the bridge's design makes, judged by the policy oracle of that name.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Promise {
+    /// The oracle that judges it (one of `oracles::POLICY`).
+    pub oracle: String,
+    /// What the design says, in a sentence.
+    #[serde(default)]
+    pub design: String,
+    /// Where the bridge's source says so (`file:line`, upstream).
+    #[serde(default)]
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    /// The transports it speaks (`relayer`, `sse`, `streamable_http`); the first is the default.
+    #[serde(default)]
+    pub transports: Vec<String>,
+    pub deadline: Deadline,
+    /// Where the deadline comes from in its source.
+    #[serde(default)]
+    pub deadline_source: String,
+    /// How long after stdin closes it may take to exit.
+    #[serde(default = "exit_within_ms")]
+    pub exit_within_ms: u64,
+    /// Scheduling slack for timing verdicts (a real process's timers and start-up).
+    #[serde(default = "slack_ms")]
+    pub slack_ms: u64,
+    /// Environment the command needs (besides `MCP_SERVER_URL`).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    #[serde(default)]
+    pub promises: Vec<Promise>,
+}
+
+fn exit_within_ms() -> u64 {
+    5_000
+}
+
+fn slack_ms() -> u64 {
+    500
+}
+
+impl Profile {
+    /// The profile of a bridge nobody described: no deadline, no promises; only what every
+    /// bridge owes its user is judged.
+    pub fn unknown() -> Self {
+        Self {
+            name: "unprofiled".to_string(),
+            transports: Vec::new(),
+            deadline: Deadline::None,
+            deadline_source: String::new(),
+            exit_within_ms: exit_within_ms(),
+            slack_ms: slack_ms(),
+            env: Vec::new(),
+            promises: Vec::new(),
+        }
+    }
+
+    /// Read and validate a profile file.
+    pub fn load(path: &str) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read profile {path}: {e}"))?;
+        let profile: Profile = serde_json::from_str(&text).map_err(|e| format!("profile {path}: {e}"))?;
+        profile.validate().map_err(|e| format!("profile {path}: {e}"))?;
+        Ok(profile)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        for promise in &self.promises {
+            if oracles::UNIVERSAL.contains(&promise.oracle.as_str()) {
+                return Err(format!(
+                    "`{}` judges what every bridge owes its user; a profile cannot declare it",
+                    promise.oracle
+                ));
+            }
+            if !oracles::POLICY.contains(&promise.oracle.as_str()) {
+                return Err(format!("`{}` is not a policy oracle; they are: {}", promise.oracle, oracles::POLICY.join(", ")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the profile promises what `oracle` judges.
+    pub fn promises(&self, oracle: &str) -> bool {
+        self.promises.iter().any(|p| p.oracle == oracle)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Profile, String> {
+        let profile: Profile = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        profile.validate().map(|()| profile)
+    }
+
+    #[test]
+    fn a_profile_declares_policy_but_never_a_universal_property() {
+        let ok = parse(r#"{"name": "b", "deadline": {"ms": 60000}, "promises": [{"oracle": "post_retries", "source": "x.ts:1"}]}"#);
+        assert!(ok.is_ok_and(|p| p.promises("post_retries") && p.deadline == Deadline::Ms(60_000)));
+        let err = parse(r#"{"name": "b", "deadline": "none", "promises": [{"oracle": "one_reply_per_id"}]}"#).unwrap_err();
+        assert!(err.contains("every bridge owes its user"), "{err}");
+        let err = parse(r#"{"name": "b", "deadline": "none", "promises": [{"oracle": "made_up"}]}"#).unwrap_err();
+        assert!(err.contains("not a policy oracle"), "{err}");
+        assert!(parse(r#"{"name": "b", "deadline": "none", "typo": 1}"#).is_err());
+    }
+}

@@ -1,0 +1,114 @@
+//! The mock server of a live case on 127.0.0.1: the relay family's mock relayer, served over
+//! real TCP through the seam, on a thread of its own. Each incarnation runs on a fresh tokio
+//! runtime, so a restart (fault `relayer_bounce`) drops every connection and session it had,
+//! as a crashed process would; the port stays the same and is closed while it is down.
+
+use std::sync::mpsc as std_mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bridge_under_test::events::host;
+use bridge_under_test::relay::knobs::SharedKnobs;
+use bridge_under_test::relay::relayer::{self, SharedDurable};
+use bridge_under_test::relay::RelayerConfig;
+use bridge_under_test::seam;
+use tokio::sync::mpsc;
+
+use crate::recorder::{announce, Recorder};
+
+/// How long a restarting server keeps its port closed.
+const RESTART_DOWN_MS: u64 = 200;
+
+enum Command {
+    Restart,
+    Stop,
+}
+
+/// A running mock server.
+pub struct MockServer {
+    pub port: u16,
+    commands: mpsc::UnboundedSender<Command>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What the server serves.
+pub struct ServerParts {
+    pub config: RelayerConfig,
+    pub knobs: SharedKnobs,
+    pub durable: SharedDurable,
+}
+
+impl MockServer {
+    /// Start serving on an ephemeral port of 127.0.0.1, recording into `recorder`.
+    pub fn start(parts: ServerParts, recorder: Recorder) -> std::io::Result<Self> {
+        let (commands, mut inbox) = mpsc::unbounded_channel();
+        let (port_tx, port_rx) = std_mpsc::channel();
+        let thread = std::thread::Builder::new().name("live-server".into()).spawn(move || {
+            tracing::subscriber::with_default(recorder.subscriber(), || {
+                seam::use_real_network();
+                let mut port = 0;
+                loop {
+                    match incarnation(&parts, &mut port, &port_tx, &mut inbox) {
+                        Some(Command::Restart) => std::thread::sleep(Duration::from_millis(RESTART_DOWN_MS)),
+                        Some(Command::Stop) | None => return,
+                    }
+                }
+            });
+        })?;
+        let port = port_rx
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| std::io::Error::other("the mock server did not start"))??;
+        Ok(Self { port, commands, thread: Some(thread) })
+    }
+
+    /// Restart the server: every connection and session is lost (the execution log is kept).
+    pub fn restart(&self) {
+        let _ = self.commands.send(Command::Restart);
+    }
+
+    /// The URL a bridge connects to.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/sse", self.port)
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Stop);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Serve on a fresh runtime until a command comes; dropping the runtime drops every connection.
+fn incarnation(
+    parts: &ServerParts,
+    port: &mut u16,
+    port_tx: &std_mpsc::Sender<std::io::Result<u16>>,
+    inbox: &mut mpsc::UnboundedReceiver<Command>,
+) -> Option<Command> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async {
+        announce(host::RELAYER);
+        let listener = match seam::TcpListener::bind(("127.0.0.1", *port)).await {
+            Ok(listener) => listener,
+            Err(error) => {
+                let _ = port_tx.send(Err(error));
+                return None;
+            }
+        };
+        if *port == 0 {
+            *port = listener.port().unwrap_or(0);
+            let _ = port_tx.send(Ok(*port));
+        }
+        let mut config = parts.config.clone();
+        config.authority = format!("127.0.0.1:{port}");
+        let (knobs, durable) = (parts.knobs.clone(), parts.durable.clone());
+        let _server = tokio::task::spawn_local(async move {
+            let _ = relayer::serve(listener, config, knobs, durable).await;
+        });
+        inbox.recv().await
+    })
+}

@@ -1,0 +1,253 @@
+//! `harness live`: the relay family's scenarios against a real stdio bridge process.
+
+use std::process::ExitCode;
+
+use harness::live::profile::Profile;
+use harness::live::{self, Bridge, Case, Judged};
+use harness::schema::McpSchema;
+use harness::trace::Violation;
+use harness::view;
+use proptest::strategy::ValueTree;
+
+#[derive(clap::Args)]
+pub struct LiveArgs {
+    /// The bridge command, run with `sh -c`; `{url}` is replaced by the mock server's URL (also
+    /// in the environment as MCP_SERVER_URL).
+    #[arg(long)]
+    bridge: String,
+    /// The transport the mock server speaks: relayer (default: the profile's first).
+    #[arg(long)]
+    transport: Option<String>,
+    /// A bridge profile (JSON): its deadline, its documented promises.
+    #[arg(long)]
+    profile: Option<String>,
+    /// How many cases to run.
+    #[arg(long, default_value_t = 20)]
+    cases: u64,
+    /// Base seed (decimal, or hex with 0x); a fresh one is drawn and printed when absent.
+    #[arg(long)]
+    seed: Option<String>,
+    /// Cases run at once, each on its own ports.
+    #[arg(long, default_value_t = 1)]
+    concurrency: u64,
+    /// Rerun one live token instead of hunting.
+    #[arg(long)]
+    replay: Option<String>,
+    /// How many times a failure (or --replay) is rerun to measure how often it reproduces.
+    #[arg(long, default_value_t = 3)]
+    runs: u64,
+    /// Shrinking re-runs at most this many candidates (0: no shrinking).
+    #[arg(long, default_value_t = 12)]
+    shrink_budget: usize,
+    /// Keep hunting after a failure.
+    #[arg(long)]
+    keep_going: bool,
+    /// Write the failing (or replayed) case's trace as JSON Lines here.
+    #[arg(long)]
+    jsonl: Option<std::path::PathBuf>,
+    /// Draw the failing (or replayed) case's trace here.
+    #[arg(long)]
+    html: Option<std::path::PathBuf>,
+}
+
+pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>, fresh_seed: fn() -> u64) -> Result<ExitCode, String> {
+    let profile = match &args.profile {
+        Some(path) => Profile::load(path)?,
+        None => Profile::unknown(),
+    };
+    let transport = args.transport.clone().or_else(|| profile.transports.first().cloned()).unwrap_or("relayer".into());
+    if transport != "relayer" {
+        return Err(format!("transport `{transport}` is not served yet; this build serves: relayer"));
+    }
+    if args.concurrency == 0 || args.runs == 0 {
+        return Err("--concurrency and --runs must be at least 1".to_string());
+    }
+    let bridge = Bridge { command: args.bridge.clone(), profile };
+    let schema = McpSchema::new();
+    if let Some(token) = &args.replay {
+        let seed = live::parse_token(token)?;
+        let case = Case { seed, scenario: live::generate(seed).current() };
+        return replay(&case, &bridge, &args, &schema);
+    }
+    let base = match &args.seed {
+        Some(text) => parse_seed(text)?,
+        None => fresh_seed(),
+    };
+    println!(
+        "live: bridge `{}` (profile {}), transport {transport}, base seed {base:#018x}, {} cases, {} at once",
+        bridge.command, bridge.profile.name, args.cases, args.concurrency
+    );
+    let mut failures = 0;
+    let mut run_cases = 0;
+    let mut wall_ms = 0;
+    let mut index = 0;
+    while index < args.cases {
+        let batch: Vec<u64> = (index..args.cases.min(index + args.concurrency)).collect();
+        index += batch.len() as u64;
+        let results = run_batch(base, &batch, &bridge)?;
+        for (case, judged) in results {
+            run_cases += 1;
+            wall_ms += judged.wall_ms;
+            let verdict = judged.violations.first().map_or("ok".to_string(), |v| format!("[{}]", v.invariant));
+            eprintln!("case {:>4} {} {:>6.1} s {verdict}", case_index(&batch, &case, base), case.token(), judged.wall_ms as f64 / 1000.0);
+            if !judged.violations.is_empty() {
+                failures += 1;
+                report(&case, judged, &bridge, &args, &schema)?;
+                if !args.keep_going {
+                    index = args.cases;
+                }
+            }
+        }
+    }
+    let rate = if wall_ms == 0 { 0.0 } else { run_cases as f64 * 1000.0 / wall_ms as f64 };
+    println!("live: {run_cases} cases, {failures} with violations, {:.1} s of cases, {rate:.2} cases/s per slot", wall_ms as f64 / 1000.0);
+    Ok(if failures == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn case_index(batch: &[u64], case: &Case, base: u64) -> u64 {
+    batch.iter().copied().find(|i| harness::hunt::case_seed(base, *i) == case.seed).unwrap_or(0)
+}
+
+/// Run the cases of `batch` at once, each on a thread of its own.
+fn run_batch(base: u64, batch: &[u64], bridge: &Bridge) -> Result<Vec<(Case, Judged)>, String> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = batch
+            .iter()
+            .map(|&index| {
+                scope.spawn(move || {
+                    let case = live::case(base, index);
+                    let judged = live::run(&case, bridge, &McpSchema::new()).map_err(|e| e.0)?;
+                    Ok((case, judged))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a live case panicked".to_string()))).collect()
+    })
+}
+
+/// A failure: its violations, how often it reproduces, its shrunk form, and the files.
+fn report(case: &Case, judged: Judged, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> Result<(), String> {
+    println!("violation in {}:", case.token());
+    print_violations(&judged.violations);
+    let invariant = judged.violations[0].invariant.clone();
+    let (reproduced, _) = reproduce(case, bridge, args.runs, &invariant, schema)?;
+    println!("reproduced {reproduced} of {} runs", args.runs);
+    let shrunk = shrink(case, bridge, args.shrink_budget, &invariant, schema)?;
+    if let Some((scenario, shrunk_judged, runs)) = shrunk {
+        let smaller = Case { seed: case.seed, scenario };
+        let (again, _) = reproduce(&smaller, bridge, args.runs, &invariant, schema)?;
+        println!(
+            "shrunk in {runs} runs to {} steps, {} faults; it reproduces {again} of {} runs:",
+            smaller.scenario.script.steps.len(),
+            smaller.scenario.faults.len(),
+            args.runs
+        );
+        print_violations(&shrunk_judged.violations);
+        println!("--- shrunk scenario");
+        println!("{}", serde_json::to_string_pretty(&smaller.scenario).unwrap_or_default());
+    }
+    println!("token: {}", case.token());
+    println!("replay: harness live --bridge {:?} --replay {} --runs 10", bridge.command, case.token());
+    write_outputs(case, &judged, args)?;
+    let stderr = String::from_utf8_lossy(&judged.stderr);
+    if !stderr.trim().is_empty() {
+        println!("--- bridge stderr (last lines)");
+        for line in stderr.lines().rev().take(10).collect::<Vec<_>>().into_iter().rev() {
+            println!("  {line}");
+        }
+    }
+    Ok(())
+}
+
+/// Rerun `case` `runs` times: how many runs broke `invariant`, and the last run.
+fn reproduce(case: &Case, bridge: &Bridge, runs: u64, invariant: &str, schema: &McpSchema) -> Result<(u64, Option<Judged>), String> {
+    let mut hits = 0;
+    let mut last = None;
+    for _ in 0..runs {
+        let judged = live::run(case, bridge, schema).map_err(|e| e.0)?;
+        if judged.violations.iter().any(|v| v.invariant == invariant) {
+            hits += 1;
+        }
+        last = Some(judged);
+    }
+    Ok((hits, last))
+}
+
+/// Shrink by re-running candidates: a simpler candidate is kept when one run of it still breaks
+/// `invariant`. Bounded by `budget` runs.
+fn shrink(case: &Case, bridge: &Bridge, budget: usize, invariant: &str, schema: &McpSchema) -> Result<Option<(harness::relay::RelayScenario, Judged, usize)>, String> {
+    let mut tree = live::generate(case.seed);
+    let mut best = None;
+    let mut runs = 0;
+    if budget == 0 || !tree.simplify() {
+        return Ok(None);
+    }
+    while runs < budget {
+        let candidate = Case { seed: case.seed, scenario: tree.current() };
+        let judged = live::run(&candidate, bridge, schema).map_err(|e| e.0)?;
+        runs += 1;
+        eprintln!("  shrink run {runs}: {} steps, {} faults", candidate.scenario.script.steps.len(), candidate.scenario.faults.len());
+        let more = if judged.violations.iter().any(|v| v.invariant == invariant) {
+            best = Some((candidate.scenario, judged));
+            tree.simplify()
+        } else {
+            tree.complicate()
+        };
+        if !more {
+            break;
+        }
+    }
+    Ok(best.map(|(scenario, judged)| (scenario, judged, runs)))
+}
+
+fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> Result<ExitCode, String> {
+    println!("live replay: {} against `{}`, {} runs", case.token(), bridge.command, args.runs);
+    let mut tally: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    let mut failed = 0;
+    let mut last = None;
+    for run in 1..=args.runs {
+        let judged = live::run(case, bridge, schema).map_err(|e| e.0)?;
+        let mut names: Vec<String> = judged.violations.iter().map(|v| v.invariant.clone()).collect();
+        names.dedup();
+        eprintln!("run {run}: {:.1} s, {}", judged.wall_ms as f64 / 1000.0, if names.is_empty() { "ok".to_string() } else { names.join(", ") });
+        if !names.is_empty() {
+            failed += 1;
+        }
+        for name in names {
+            *tally.entry(name).or_default() += 1;
+        }
+        last = Some(judged);
+    }
+    println!("failed {failed} of {} runs", args.runs);
+    for (name, count) in &tally {
+        println!("  {name}: {count} of {} runs", args.runs);
+    }
+    if let Some(judged) = last {
+        println!("--- last run's trace ({} events)", judged.trace.events.len());
+        print!("{}", judged.trace.render());
+        print_violations(&judged.violations);
+        write_outputs(case, &judged, args)?;
+    }
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn print_violations(violations: &[Violation]) {
+    for violation in violations {
+        println!("  {violation}");
+    }
+}
+
+fn write_outputs(case: &Case, judged: &Judged, args: &LiveArgs) -> Result<(), String> {
+    let write = |path: &std::path::Path, text: &str| std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()));
+    if let Some(path) = &args.jsonl {
+        write(path, &harness::jsonl::write(&judged.trace))?;
+        println!("jsonl: {} ({} events)", path.display(), judged.trace.events.len());
+    }
+    if let Some(path) = &args.html {
+        let summary = format!("live, bridge `{}`, {} steps, {} faults", args.bridge, case.scenario.script.steps.len(), case.scenario.faults.len());
+        let header = view::Header { title: case.token(), summary, hash: judged.trace.hash() };
+        write(path, &view::page(&judged.trace, &judged.violations, &header))?;
+        println!("html: {}", path.display());
+    }
+    Ok(())
+}
