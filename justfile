@@ -26,6 +26,10 @@ bench *ARGS:
 hunt-shard INDEX COUNT *CASES:
     bash .ci/shard hunt {{INDEX}} {{COUNT}} {{CASES}}
 
+# Before a release: per family, SEEDS clean hunts of CASES cases on fresh seeds (exit 1 if found).
+soak SEEDS="20" CASES="2000":
+    bash .ci/soak {{SEEDS}} {{CASES}}
+
 # The families and their bug switches.
 list:
     cargo run --release -p harness -- list

@@ -443,10 +443,16 @@ pub fn executes_once(facts: &Facts<'_>) -> Vec<Violation> {
 }
 
 /// No daemon launch the user did not need: the CLI never replaces a healthy, fresh daemon (a
-/// launch that replaced a stale one, or a peer's `daemon start`, is needed).
+/// launch that replaced a stale one, or a peer's `daemon start`, is needed). The daemons a
+/// launch replaced are the ones its own action stopped (its `cli.stop` targets, and the pids
+/// that accepted a stop under its control id `c<action>.…`) and that then exited, stopped or
+/// killed: a stop another client sent to its own stale daemon meanwhile neither excuses this
+/// action's replacement nor is one.
 pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut exits: Vec<(u64, String, u64)> = Vec::new();
+    // Per action, the pids it sent a stop to or that accepted one of its stops.
+    let mut stopped_by: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
     let launched_by: BTreeMap<u64, u64> = facts
         .trace
         .of_kind(kind::CLI_LAUNCH)
@@ -455,14 +461,18 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
     // Whether the daemon a launch replaced was stale for the CLI that launched (from what the
     // daemon started with and the config edits, not from the CLI's own reason).
     let fleet = lifecycle::Fleet::new(facts);
-    for (index, event) in facts
-        .trace
-        .events
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.host == host::DAEMON)
-    {
+    for (index, event) in facts.trace.events.iter().enumerate() {
         match event.kind.as_str() {
+            kind::CLI_STOP => {
+                let action = event.num("action");
+                stopped_by.entry(action).or_default().insert(event.num("target"));
+            }
+            kind::DAEMON_STOP if event.get("refused") != Some(&Value::Bool(true)) => {
+                if let Some(action) = lifecycle::action_of_control(&event.text("id")) {
+                    stopped_by.entry(action).or_default().insert(event.num("pid"));
+                }
+            }
+            _ if event.host != host::DAEMON => {}
             kind::DAEMON_EXIT => exits.push((event.at_ms, event.text("reason"), event.num("pid"))),
             kind::DAEMON_LAUNCH => {
                 let Some(&action) = launched_by.get(&event.num("pid")) else {
@@ -478,10 +488,12 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
                 };
                 let version = fleet.actions.get(&action).map_or(0, |(_, version)| *version);
                 let edition = fleet.edition_at(start, facts.slack_ms);
+                let own = stopped_by.get(&action);
                 let replaced: Vec<u64> = exits
                     .iter()
                     .filter(|(at, reason, _)| *at >= start && matches!(reason.as_str(), "stop" | "kill"))
                     .map(|(_, _, pid)| *pid)
+                    .filter(|pid| own.is_some_and(|pids| pids.contains(pid)))
                     .collect();
                 let stale = |pid: &u64| edition.is_none_or(|edition| fleet.stale(*pid, version, edition) != Some(false));
                 if !replaced.is_empty() && !replaced.iter().any(stale) && !facts.disrupted(action) {

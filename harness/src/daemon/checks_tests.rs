@@ -390,7 +390,7 @@ fn no_needless_launch_judges_staleness_from_the_daemons_not_the_cli() {
         if edit {
             events.push(fault(100, "config_edit", "start"));
         }
-        events.extend([versioned_action(200, 1, 2), exit(600, 1, "stop"), cli_launch(650, 1, 2), launch(700, 2), done(1_000, 1)]);
+        events.extend([versioned_action(200, 1, 2), cli_stop(550, 1, "c1.1-stop", 1), exit(600, 1, "stop"), cli_launch(650, 1, 2), launch(700, 2), done(1_000, 1)]);
         run(no_needless_launch, events)
     };
     assert_eq!(replace(1, false), vec![]);
@@ -431,6 +431,7 @@ fn no_needless_launch_flags_replacing_a_healthy_daemon() {
         versioned_action(0, 1, 2),
         daemon_start(5, 1, 2, "config-1"),
         launch(10, 1),
+        cli_stop(550, 1, "c1.1-stop", 1),
         exit(600, 1, "stop"),
         cli_launch(650, 1, 2),
         launch(700, 2),
@@ -439,6 +440,44 @@ fn no_needless_launch_flags_replacing_a_healthy_daemon() {
     let found = run(no_needless_launch, events);
     assert_eq!(found.len(), 1);
     assert!(found[0].detail.contains("pid 2"), "{}", found[0].detail);
+}
+
+// A launch replaced the daemons its own action stopped, not whatever exited meanwhile. Action
+// 1 replaces pid 1 (protocol 1, stale for its protocol-2 CLI) while action 2 waits; action 2
+// then stops pid 2, the fresh daemon action 1 launched, and launches pid 3. Pairing the launch
+// with every exit since action 2 began counted pid 1's stop as action 2's and excused it.
+#[test]
+fn no_needless_launch_judges_a_launch_by_the_stops_of_its_own_action() {
+    let events = |second_replaces: bool| {
+        let mut events = vec![
+            daemon_start(0, 1, 1, "config-1"),
+            versioned_action(100, 1, 2),
+            versioned_action(150, 2, 2),
+            cli_stop(200, 1, "c1.1-stop", 1),
+            daemon_stop(210, 1, "c1.1-stop", 0, false),
+            exit(250, 1, "stop"),
+            cli_launch(300, 1, 2),
+            launch(300, 2),
+            daemon_start(350, 2, 2, "config-1"),
+            done(400, 1),
+        ];
+        if second_replaces {
+            events.extend([
+                cli_stop(500, 2, "c2.1-stop", 2),
+                daemon_stop(510, 2, "c2.1-stop", 0, false),
+                exit(550, 2, "stop"),
+                cli_launch(600, 2, 3),
+                launch(600, 3),
+                daemon_start(650, 3, 2, "config-1"),
+            ]);
+        }
+        events.push(done(700, 2));
+        run(no_needless_launch, events)
+    };
+    assert_eq!(events(false), vec![]);
+    let found = events(true);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("pid 3 launched to replace a healthy daemon during action 2"), "{}", found[0].detail);
 }
 
 #[test]

@@ -124,7 +124,7 @@ pub fn no_request_killed_by_replacement(facts: &Facts<'_>) -> Vec<Violation> {
 }
 
 /// The action of a control request id `c<action>.<n>-<method>`.
-fn action_of_control(id: &str) -> Option<u64> {
+pub(super) fn action_of_control(id: &str) -> Option<u64> {
     id.strip_prefix('c')?.split('.').next()?.parse().ok()
 }
 

@@ -2068,6 +2068,45 @@ fn cancellations_name_their_request_passes_a_cancel_that_crosses_the_reply() {
     assert_clean(&run(cancellations_name_their_request, events));
 }
 
+// A cancellation is judged at the write the relayer received, named by the step the client
+// stamped: call 7 is answered, the client cancels it anyway (step 4: nothing owed, so it goes
+// as written, naming 7), reuses id 7 for a new call and cancels that one too (step 6, while
+// owed). The outbox sends step 4 after both writes: naming 7 is right for it. Judged by the
+// client's latest cancellation of id 7 (step 6), it read as a cancel under the client's id.
+#[test]
+fn cancellations_name_their_request_judges_each_cancellation_by_its_step() {
+    use bridge_under_test::relay::client::NOTE_META;
+    let cancel_step = |at_ms: u64, step: u64| {
+        let params = json!({"_meta": {NOTE_META: step}, "reason": "the user cancelled", "requestId": 7});
+        send(at_ms, &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}))
+    };
+    let cancel_post = |at_ms: u64, step: &str| {
+        let mut post = http_post(at_ms, "", "", "notifications/cancelled", "", 202);
+        post.fields.push(("note".to_string(), json!(step)));
+        post
+    };
+    let events = |second_names: &str| {
+        vec![
+            std_spec(),                                                                            // 0
+            send(100, &call(json!(7), "a1")),                                                      // 1
+            http_post(200, "\"relay-1\"", "7", "tools/call", "a1", 202),                           // 2
+            reply_sent(250, "7", "a1", &tool_result(json!("relay-1"), "recall a1: done", false)),  // 3
+            recv(300, &tool_result(json!(7), "recall a1: done", false)),                           // 4
+            cancel_step(400, 4),                                                                   // 5
+            send(500, &call(json!(7), "a2")),                                                      // 6
+            cancel_step(600, 6),                                                                   // 7
+            cancel_post(700, "4"),                                                                 // 8
+            rpc_cancel(700, "7"),                                                                  // 9
+            http_post(800, "\"relay-2\"", "7", "tools/call", "a2", 202),                           // 10
+            cancel_post(900, "6"),                                                                 // 11
+            rpc_cancel(900, second_names),                                                         // 12
+        ]
+    };
+    assert_clean(&run(cancellations_name_their_request, events("\"relay-2\"")));
+    // Step 6 under the client's id, while call 7 (now `relay-2`) was owed: that one is flagged.
+    assert_one(&run(cancellations_name_their_request, events("7")), "cancellations_name_their_request", 12, "knows that request only as");
+}
+
 #[test]
 fn post_retries_paces_every_retry_and_sends_each_one() {
     let init = "\"relay-init-1\"";
@@ -2139,6 +2178,48 @@ fn a_post_reset_counts_against_the_post_it_cut_after_its_serving_was_logged() {
     let schema = McpSchema::new();
     assert!(Facts::new(&trace, &schema).stories.reset_after_admit.contains(&2));
     assert_clean(&run(retry_checks::post_retries, events));
+}
+
+// Hunt seed 0x40bb7d4e7d6bc04a, case 486 (v1.relay.none.c6a6ed2e187c08c0): the client wrote two
+// cancellations (steps 8 and 9); a 401 window refused step 8 for good at 3 800 ms and ended,
+// and the pump sent step 9 next, at 3 950 ms. Same method, no id: only the step the client
+// stamped in `_meta` (the relayer's `note`) tells them apart. Step 9 is no retry of step 8.
+#[test]
+fn post_retries_tells_two_notifications_of_one_method_apart_by_the_clients_step() {
+    use bridge_under_test::relay::client::NOTE_META;
+    let cancel_note = |at_ms: u64, step: u64, request: Value| {
+        let params = json!({"_meta": {NOTE_META: step}, "reason": "the user cancelled", "requestId": request});
+        send(at_ms, &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}))
+    };
+    let note_post = |at_ms: u64, step: &str, status: u64| {
+        let mut post = http_post(at_ms, "", "", "notifications/cancelled", "", status);
+        post.fields.push(("note".to_string(), json!(step)));
+        post
+    };
+    let posted = |second: &str| {
+        vec![
+            std_spec(),                          // 0
+            stream_open(0, "s1"),                // 1
+            cancel_note(2_348, 8, json!(1)),     // 2
+            cancel_note(2_514, 9, json!("r10")), // 3
+            note_post(3_800, "8", 401),          // 4
+            note_post(3_950, second, 202),       // 5
+            client_eof(14_027),                  // 6
+        ]
+    };
+    // Step 9 after step 8 was refused for good: two notifications, each POSTed once.
+    assert_clean(&run(retry_checks::post_retries, posted("9")));
+    // Step 8 itself again within the retry schedule is a retry of a refusal for good.
+    assert_one(
+        &run(retry_checks::post_retries, posted("8")),
+        "post_retries",
+        5,
+        "notifications/cancelled (step 8) was retried at 3950 ms, after the relayer refused it for good (HTTP 401) at 3800 ms",
+    );
+    // Without a stamp, the method names the notification (the bridge cannot tell us more).
+    let mut unstamped = posted("");
+    unstamped[4] = http_post(3_800, "", "", "notifications/cancelled", "", 401);
+    assert_one(&run(retry_checks::post_retries, unstamped), "post_retries", 5, "notifications/cancelled was retried at 3950 ms");
 }
 
 #[test]

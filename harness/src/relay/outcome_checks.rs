@@ -467,7 +467,12 @@ pub fn no_work_after_ending(facts: &Facts<'_>) -> Vec<Violation> {
 /// under its own id, so a cancellation passed on with the client's id names nothing the relayer
 /// ran: the work goes on although the user stopped it. Read from the client's stdio (the cancel,
 /// and whether the request was still unanswered) and the relayer's log (the requests it accepted,
-/// each with the client's id it carries, and the cancellations it received).
+/// each with the client's id it carries, and the cancellations it received). A cancellation is
+/// the client's by the step it stamps in `_meta`, which the relayer logs with the POST that
+/// carried it (`rpc.cancel` comes in that POST's handler): whether its request was still owed
+/// is read at that very write, not at the client's latest cancellation of the id (an earlier
+/// one for a request already answered, sent as written, may reach the relayer after the client
+/// reused the id and cancelled again). Without a stamp, the latest cancellation of the id.
 pub fn cancellations_name_their_request(facts: &Facts<'_>) -> Vec<Violation> {
     // Whether a request of `id` was sent before event `at` and not answered before it, nor
     // answered by the relayer (a cancellation that crosses the reply is moot: the request has
@@ -478,8 +483,12 @@ pub fn cancellations_name_their_request(facts: &Facts<'_>) -> Vec<Violation> {
             r.judged() && r.id.as_deref() == Some(id) && r.index < at && r.answered.as_ref().is_none_or(|a| a.index > at) && !replied
         })
     };
-    // Per request id, whether the client's latest cancellation of it came while it was owed.
+    // Per request id, whether the client's latest cancellation of it came while it was owed;
+    // per step the client stamped, whether that cancellation's request was owed.
     let mut cancelled: BTreeMap<String, bool> = BTreeMap::new();
+    let mut owed_by_step: BTreeMap<String, bool> = BTreeMap::new();
+    // The relayer's last POST: `(session, note)`. A cancellation is logged in its POST's handler.
+    let mut carried: Option<(String, String)> = None;
     // Client id -> the upstream ids the relayer accepted it under, so far.
     let mut upstream: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut found = Vec::new();
@@ -492,16 +501,27 @@ pub fn cancellations_name_their_request(facts: &Facts<'_>) -> Vec<Violation> {
                 }
                 if let Some(id) = msg.pointer("/params/requestId").map(Value::to_string) {
                     let owed = owed_at(&id, index);
+                    if let Some(step) = note_step(&msg) {
+                        owed_by_step.insert(step.to_string(), owed);
+                    }
                     cancelled.insert(id, owed);
                 }
             }
-            (host::RELAYER, kind::HTTP_POST) if event.num("status") == 202 && !event.text("id").is_empty() => {
-                upstream.entry(event.text("client_id")).or_default().insert(event.text("id"));
+            (host::RELAYER, kind::HTTP_POST) => {
+                carried = Some((event.text("session"), event.text("note")));
+                if event.num("status") == 202 && !event.text("id").is_empty() {
+                    upstream.entry(event.text("client_id")).or_default().insert(event.text("id"));
+                }
             }
             (host::RELAYER, kind::RPC_CANCEL) => {
                 let named = event.text("request");
                 let Some(known) = upstream.get(&named).filter(|ids| !ids.contains(&named)) else { continue };
-                if cancelled.get(&named) != Some(&true) {
+                let note = carried.as_ref().filter(|(session, _)| *session == event.text("session")).map(|(_, note)| note);
+                let owed = match note.and_then(|note| owed_by_step.get(note)) {
+                    Some(owed) => *owed,
+                    None => cancelled.get(&named) == Some(&true),
+                };
+                if !owed {
                     continue;
                 }
                 let known: Vec<&str> = known.iter().map(String::as_str).collect();

@@ -22,6 +22,21 @@ fn wait_ms(refusals: usize) -> u64 {
     RETRY_BASE_MS << (refusals - 1).min(20)
 }
 
+/// One message as the relayer logs its POST: `(id, method, note)`. The note is the step a
+/// client's notification carries in its `_meta` (empty for requests and the bridge's own
+/// messages, which the id and method name), so two notifications of one method, neither with
+/// an id, are told apart; without a stamp, the method alone names a notification.
+type Message<'a> = (&'a str, &'a str, String);
+
+/// A message's name in a violation: `tools/call "relay-1"`, `notifications/cancelled (step 8)`.
+fn label((id, method, note): &Message<'_>) -> String {
+    match (*id, note.as_str()) {
+        ("", "") => method.to_string(),
+        ("", note) => format!("{method} (step {note})"),
+        (id, _) => format!("{method} {id}"),
+    }
+}
+
 /// A run of transient refusals of one message on one session.
 struct Streak {
     refusals: usize,
@@ -32,9 +47,10 @@ struct Streak {
     status: u64,
 }
 
-/// Per message (session, id, method) as the relayer received it: after the `k`-th transient
-/// refusal in a row (k ≤ `POST_RETRIES`) the next POST of that message comes no sooner than
-/// `250·2^(k-1)` ms later, and it does come, unless the session ended (the relayer closed it or
+/// Per message (session, id, method, and for a client's notification the step it stamps in its
+/// `_meta`, which the relayer logs as `note`: two notifications of one method are two messages)
+/// as the relayer received it: after the `k`-th transient refusal in a row (k ≤ `POST_RETRIES`)
+/// the next POST of that message comes no sooner than `250·2^(k-1)` ms later, and it does come, unless the session ended (the relayer closed it or
 /// the bridge opened another), the client already read the request's answer or closed stdin,
 /// or the run ended first. A message refused for good (401, 403, any 4xx but 404 and 429) is
 /// not retried: the next POST on its session within the retry schedule is not that message
@@ -43,8 +59,9 @@ struct Streak {
 pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
     let stories = &facts.stories;
     let mut found = Vec::new();
-    let mut streaks: BTreeMap<(&str, &str, &str, String), Streak> = BTreeMap::new();
-    let mut last_on: BTreeMap<&str, (&str, &str, u64, u64, usize)> = BTreeMap::new();
+    let mut streaks: BTreeMap<(&str, Message<'_>), Streak> = BTreeMap::new();
+    // Per session, the last POST: `(message, at, status, index)`.
+    let mut last_on: BTreeMap<&str, (Message<'_>, u64, u64, usize)> = BTreeMap::new();
     let schedule_ms: u64 = (1..=POST_RETRIES).map(wait_ms).sum::<u64>() + facts.slack_ms;
     let client_writes: Vec<u64> = facts
         .trace
@@ -54,29 +71,31 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
         .map(|e| e.at_ms)
         .collect();
     for (index, at_ms, session, id, method, status) in &stories.all_posts {
-        let previous = last_on.insert(session.as_str(), (id.as_str(), method.as_str(), *at_ms, *status, *index));
-        if let Some((last_id, last_method, refused_ms, refused, refused_index)) = previous {
+        // A notification is told apart from the next one of its method by the client's step: a
+        // POST of another notification after one refused for good is no retry of it.
+        let message: Message<'_> = (id.as_str(), method.as_str(), facts.trace.events[*index].text("note"));
+        let name = label(&message);
+        let previous = last_on.insert(session.as_str(), (message.clone(), *at_ms, *status, *index));
+        if let Some((last, refused_ms, refused, refused_index)) = previous {
             // A reset connection hid the refusal: the bridge read a network error, and retries.
             let read = !stories.reset_after_admit.contains(&refused_index);
             let for_good = read && (400..=499).contains(&refused) && !matches!(refused, 404 | 429);
-            let again = (last_id, last_method) == (id.as_str(), method.as_str());
+            let again = last == message;
             let asked_anew = client_writes.iter().any(|w| w + facts.slack_ms >= refused_ms && w <= at_ms);
             if for_good && again && !asked_anew && at_ms - refused_ms <= schedule_ms {
                 let detail = format!(
-                    "{method} {id} was retried at {at_ms} ms, after the relayer refused it for good (HTTP {refused}) at {refused_ms} ms"
+                    "{name} was retried at {at_ms} ms, after the relayer refused it for good (HTTP {refused}) at {refused_ms} ms"
                 );
                 found.push(facts.violation("post_retries", *index, detail));
             }
         }
-        // A notification is told apart from the next one of its method by the client's step.
-        let note = facts.trace.events[*index].text("note");
-        let key = (session.as_str(), id.as_str(), method.as_str(), note);
+        let key = (session.as_str(), message);
         let previous = streaks.remove(&key);
         if let Some(streak) = &previous {
             let (waited, wait) = (at_ms - streak.at_ms, wait_ms(streak.refusals));
             if waited < wait {
                 let detail = format!(
-                    "{method} {id} reached the relayer again {waited} ms after it refused that message {} (refusal {} in a row); the backoff is {wait} ms",
+                    "{name} reached the relayer again {waited} ms after it refused that message {} (refusal {} in a row); the backoff is {wait} ms",
                     streak.status, streak.refusals
                 );
                 found.push(facts.violation("post_retries", *index, detail));
@@ -100,7 +119,7 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
         .flat_map(|(n, story)| story.posts.iter().map(move |post| (post.index, n)))
         .collect();
     let eof = stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
-    for ((session, id, method, _), streak) in streaks {
+    for ((session, message), streak) in streaks {
         let due = streak.at_ms + wait_ms(streak.refusals) + facts.slack_ms;
         let session_ended = stories.streams.iter().any(|stream| {
             (stream.session == session && stream.closed_ms.is_some_and(|closed| closed <= due))
@@ -120,7 +139,8 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
             continue;
         }
         let detail = format!(
-            "{method} {id} was refused {} on session {session} with {} retries left, and never POSTed again (due by {due} ms)",
+            "{} was refused {} on session {session} with {} retries left, and never POSTed again (due by {due} ms)",
+            label(&message),
             streak.status,
             POST_RETRIES + 1 - streak.refusals
         );

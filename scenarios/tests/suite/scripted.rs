@@ -488,6 +488,24 @@ fn a_handshake_left_by_a_refused_initialize_is_completed_later() {
     assert!(accepted("initialize") && accepted("notifications/initialized"), "the handshake reached the relayer after the refusal");
 }
 
+// Goal: `post_retries` names a notification by the step the client stamped in its `_meta`, not
+// by its method: a POST of the next notification of that method is no retry of one refused for
+// good. Method: replay the case a clean hunt reported (seed 0x40bb7d4e7d6bc04a, case 486, token
+// v1.relay.none.c6a6ed2e187c08c0, shrunk): a 401 window (2.4–3.8 s) refuses the client's
+// cancellation of step 8 for good at 3 800 ms; the window ends and the pump sends the
+// cancellation of step 9 at 3 950 ms. The checker paired the two by method and reported a retry
+// of a refusal for good; the bridge was right (issue #32).
+#[test]
+fn the_next_notification_of_a_method_is_no_retry_of_one_refused_for_good() {
+    let outcome = race("relay_post_retries_false_alarm");
+    assert_eq!(outcome.violations, vec![]);
+    let posts = events(&outcome, kind::HTTP_POST);
+    let cancel = |note: &str| posts.iter().find(|e| e.text("method") == "notifications/cancelled" && e.text("note") == note).map(|e| (e.at_ms, e.num("status")));
+    let (refused, next) = (cancel("8"), cancel("9"));
+    assert!(matches!(refused, Some((_, 401))), "the refusal for good this case keeps did not happen: {refused:?}");
+    assert!(next.zip(refused).is_some_and(|((next_ms, status), (refused_ms, _))| status == 202 && next_ms > refused_ms), "step 9 was not accepted after step 8's refusal: {next:?}");
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
@@ -525,6 +543,7 @@ fn mutants_gate_relay() {
         "relay_note_answered_404_goes_to_the_next_session",
         "relay_notes_stranded_by_a_refused_initialize",
         "relay_handshake_left_after_a_refused_initialize",
+        "relay_post_retries_false_alarm",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
