@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
+use super::sse::Style;
+
 /// Shared handle to the knobs.
 pub type SharedKnobs = Arc<Mutex<RelayerKnobs>>;
 
@@ -41,8 +43,31 @@ pub struct RelayerKnobs {
     /// While set, every POST's connection is reset unanswered: before the relayer reads it
     /// (`false`: nothing runs) or after it admitted it (`true`: it runs; its answer is lost).
     pub reset_posts: Option<bool>,
+    /// Server-initiated notifications (JSON-RPC notifications, whole): each is sent once to every
+    /// session open when it was added, with [`RelayerKnobs::push_server_note`]. Only the
+    /// standard transports (`sse`, `streamable_http`) send them: on a session's stream, and on a
+    /// Streamable HTTP session's standalone (GET) stream, where they wait for one to connect.
+    pub server_notes: Vec<serde_json::Value>,
+    /// Streamable HTTP: answer every request in this form; unset, the relayer draws one per POST.
+    pub response_form: Option<ResponseForm>,
+    /// Every stream opened from now on writes in this wire style instead of the one drawn for it
+    /// (the draw still happens, so the run's other randomness is unchanged). Streamable HTTP
+    /// streams still write every event's `id:`. For peers whose SSE parsers are known to miss a
+    /// form the specification allows (the TypeScript SDK's `eventsource-parser` 3.1.1 drops an
+    /// event ended by lone CRs when the stream ends right after it).
+    pub stream_style: Option<Style>,
     /// Woken whenever a knob changes, so idle streams re-read them.
     pub changed: Arc<Notify>,
+}
+
+/// How a Streamable HTTP server answers a POST that carries requests: with one JSON body, or with
+/// an SSE stream that carries the responses (the specification lets the server choose, and a
+/// client must take both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseForm {
+    Json,
+    Sse,
 }
 
 impl RelayerKnobs {
@@ -64,6 +89,12 @@ impl RelayerKnobs {
     /// Whether a stream opened when `stalls_at_open` stalls had begun is stalled now.
     pub fn stalled(&self, stalls_at_open: u64) -> bool {
         self.stalling.values().any(|began| *began > stalls_at_open)
+    }
+
+    /// Send `note` (a JSON-RPC notification) to every open session, and tell the relayer.
+    pub fn push_server_note(&mut self, note: serde_json::Value) {
+        self.server_notes.push(note);
+        self.notify();
     }
 
     /// Call after changing a knob that open streams must notice.

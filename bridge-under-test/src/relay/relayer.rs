@@ -1,29 +1,42 @@
-//! The mock relayer: hosts the MCP server and its tools behind `GET /sse` (the reply stream) and
-//! `POST /messages?sessionId=..` (202 / 404 / 401 / 429 / 5xx), with an execution log keyed by
-//! idempotency key and the fault knobs of [`RelayerKnobs`](super::RelayerKnobs).
+//! The mock relayer: hosts the MCP server and its tools, with an execution log keyed by
+//! idempotency key and the fault knobs of [`RelayerKnobs`](super::RelayerKnobs). It speaks one
+//! [`Transport`] per run:
+//!
+//! - `relayer`: the relay family's API, `GET /sse` (the reply stream) and
+//!   `POST /messages?sessionId=..` (202 / 404 / 401 / 429 / 5xx); [`legacy`];
+//! - `sse`: MCP 2024-11-05 HTTP+SSE on the same two routes, as strict as a real server; [`legacy`];
+//! - `streamable_http`: MCP Streamable HTTP (2025-03-26, 2025-06-18, 2025-11-25) on `/mcp`;
+//!   [`streamable`].
+//!
+//! The MCP server behind them is one: the lifecycle, the tools, the execution log and the reply
+//! knobs (swallow, late, duplicate, withhold) act in [`App::dispatch`] and [`App::send_reply`],
+//! and every stream is written by [`writer`] (seeded chunking, the wire styles, keep-alives, the
+//! stall, EOF and flap knobs), whatever the transport.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+mod legacy;
+mod streamable;
+#[cfg(test)]
+mod tests;
+mod writer;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use axum::body::Body;
-use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::Router;
-use bytes::Bytes;
 use rmcp::model::{ListToolsResult, Tool as McpTool};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::config::RelayerConfig;
-use crate::net::http::{self, ChannelBody};
-use crate::net::jsonrpc::{self, id_key, Shape};
 use super::knobs::{lock, SharedKnobs};
 use super::sse::Style;
 use super::RELAYER_PORT;
 use crate::emit;
 use crate::events::kind;
+use crate::net::http;
+use crate::net::jsonrpc::{self, id_key, Shape};
 use crate::rng::SimRng;
 use crate::seam;
 
@@ -46,6 +59,56 @@ struct Execution {
     done: Option<Value>,
 }
 
+/// The HTTP transport the relayer speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    /// The relay family's own API (`GET /sse`, `POST /messages?sessionId=`): the simulation's.
+    #[default]
+    Relayer,
+    /// MCP Streamable HTTP (protocol 2025-03-26 and later) on one path, `/mcp`.
+    StreamableHttp,
+    /// MCP HTTP+SSE (protocol 2024-11-05): `GET /sse`, then `POST /messages?sessionId=`.
+    Sse,
+}
+
+impl Transport {
+    pub const ALL: [Self; 3] = [Self::Relayer, Self::StreamableHttp, Self::Sse];
+
+    /// Its name in configuration and traces (serde's).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Relayer => "relayer",
+            Self::StreamableHttp => "streamable_http",
+            Self::Sse => "sse",
+        }
+    }
+
+    /// The path a client is given: the stream for `relayer` and `sse`, the MCP endpoint for
+    /// `streamable_http`.
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::Relayer | Self::Sse => "/sse",
+            Self::StreamableHttp => streamable::PATH,
+        }
+    }
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Transport {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let names = Self::ALL.map(Self::name).join(", ");
+        Self::ALL.into_iter().find(|t| t.name() == text).ok_or_else(|| format!("unknown transport `{text}` (one of {names})"))
+    }
+}
+
 /// Serve until the host is crashed or bounced.
 pub async fn run(
     config: RelayerConfig,
@@ -56,12 +119,28 @@ pub async fn run(
     serve(listener, config, knobs, durable).await
 }
 
-/// [`run`] on a listener bound beforehand (the live engine's, on a real port).
+/// [`run`] on a listener bound beforehand (the live engine's, on a real port): the relayer
+/// transport, bearer token required.
 pub async fn serve(
     listener: seam::TcpListener,
     config: RelayerConfig,
     knobs: SharedKnobs,
     durable: SharedDurable,
+) -> Result<(), Box<dyn std::error::Error>> {
+    serve_transport(listener, config, knobs, durable, Transport::Relayer, true).await
+}
+
+/// Serve `transport` on a listener bound beforehand. With `auth`, every request must carry
+/// `Authorization: Bearer <config.token>` (401 otherwise); without it no credentials are asked
+/// for (the `relayer` transport always asks). Runs until the host is crashed or bounced (or the
+/// runtime dropped): sessions and open streams are lost, the execution log is kept.
+pub async fn serve_transport(
+    listener: seam::TcpListener,
+    config: RelayerConfig,
+    knobs: SharedKnobs,
+    durable: SharedDurable,
+    transport: Transport,
+    auth: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let boot = {
         let mut durable = lock(&durable);
@@ -72,11 +151,15 @@ pub async fn serve(
     };
     emit!(kind::RELAYER_START, boot);
     let live = Live { sessions: BTreeMap::new(), next_session: 0, rng: SimRng::new(config.seed ^ boot) };
-    let app = App(Arc::new(Inner { config, knobs, durable, boot, live: Mutex::new(live) }));
-    let router = Router::new()
-        .route("/sse", get(open_stream))
-        .route("/messages", post(on_post))
-        .with_state(app);
+    let auth = auth || transport == Transport::Relayer;
+    let app = App(Arc::new(Inner { config, knobs, durable, boot, live: Mutex::new(live), transport, auth }));
+    let router = match transport {
+        Transport::Relayer | Transport::Sse => legacy::router(app.clone()),
+        Transport::StreamableHttp => streamable::router(app.clone()),
+    };
+    if transport != Transport::Relayer {
+        tokio::task::spawn_local(app.clone().announce_notes());
+    }
     http::serve_on(listener, router).await?;
     Ok(())
 }
@@ -90,16 +173,26 @@ struct Inner {
     durable: SharedDurable,
     boot: u64,
     live: Mutex<Live>,
+    transport: Transport,
+    /// Whether requests must carry the bearer token.
+    auth: bool,
 }
 
-/// One open session: its stream's queue, the wire style its stream writes, and whether
-/// `initialize` has been received on it.
+/// One open session: where its messages go, and whether `initialize` has been received on it.
 struct Session {
-    items: mpsc::UnboundedSender<String>,
-    style: Style,
-    /// The `id:` of the next event, for styles that write them.
-    next_event: u64,
+    sink: Sink,
     initialized: bool,
+    /// How many of the knobs' server notes it has been given.
+    notes_seen: usize,
+}
+
+/// Where a session's messages go.
+enum Sink {
+    /// A `relayer` or `sse` session: its one stream's queue, the wire style the stream writes,
+    /// and the `id:` of its next event (for styles that write them).
+    Stream { items: mpsc::UnboundedSender<String>, style: Style, next_event: u64 },
+    /// A Streamable HTTP session: its streams and pending JSON answers.
+    Streamable(Box<streamable::Streams>),
 }
 
 /// Lost on a bounce: the open sessions.
@@ -109,190 +202,57 @@ struct Live {
     rng: SimRng,
 }
 
+impl Live {
+    /// A new session id: boot, count and a seeded nonce (visible ASCII, as Streamable HTTP asks).
+    fn new_session_id(&mut self, boot: u64) -> String {
+        self.next_session += 1;
+        let nonce = self.rng.hex(6);
+        format!("b{boot}-s{}-{nonce}", self.next_session)
+    }
+}
+
 fn authorized(config: &RelayerConfig, headers: &HeaderMap) -> bool {
     let expected = format!("Bearer {}", config.token);
     headers.get("authorization").and_then(|v| v.to_str().ok()) == Some(expected.as_str())
 }
 
-async fn open_stream(State(app): State<App>, headers: HeaderMap) -> Response {
-    if !authorized(&app.0.config, &headers) {
-        emit!(kind::STREAM_REFUSED, status = 401, cause = "token");
-        return StatusCode::UNAUTHORIZED.into_response();
-    }
-    let (items_tx, items_rx) = mpsc::unbounded_channel();
-    let (body_tx, body_rx) = mpsc::unbounded_channel();
-    let (session, style) = {
-        let mut live = lock(&app.0.live);
-        live.next_session += 1;
-        let nonce = live.rng.hex(6);
-        let session = format!("b{}-s{}-{nonce}", app.0.boot, live.next_session);
-        let style = Style::from_bits(live.rng.next_u64());
-        live.sessions.insert(session.clone(), Session { items: items_tx, style, next_event: 1, initialized: false });
-        (session, style)
-    };
-    lock(&app.0.durable).issued.insert(session.clone());
-    emit!(kind::STREAM_OPEN, session = %session, style = %style.label());
-    tokio::task::spawn_local(stream(app.clone(), session, style, items_rx, body_tx));
-    Response::builder()
-        .header("content-type", "text/event-stream")
-        .header("cache-control", "no-cache")
-        .body(Body::new(ChannelBody(body_rx)))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+/// A header's value as text (absent or not text: `None`).
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Write one session's stream in its wire style: the endpoint event, keep-alives, and replies,
-/// obeying the stall and EOF knobs. Frames are cut into chunks at seeded points so the bridge's
-/// framing is tested.
-async fn stream(
-    app: App,
-    session: String,
-    style: Style,
-    mut items: mpsc::UnboundedReceiver<String>,
-    body: mpsc::UnboundedSender<Bytes>,
-) {
-    let config = &app.0.config;
-    let (changed, epoch, stalls_at_open, flap) = {
-        let knobs = lock(&app.0.knobs);
-        (knobs.changed.clone(), knobs.eof_epoch, knobs.stalls, knobs.flap)
-    };
-    let mut backlog = VecDeque::from([style.opening(&config.authority, &format!("/messages?sessionId={session}"))]);
-    let mut keepalive_at = seam::now() + std::time::Duration::from_millis(config.first_keepalive_ms);
-    if let Some(after_endpoint) = flap {
-        emit!(kind::FAULT_FIRED, fault = "stream_flap", id = "", client_id = "", action = "", session = %session);
-        if after_endpoint {
-            flush(&app, &mut backlog, &body);
-        }
-    }
-    // Who ended the stream: the relayer (a fault, its session gone) or the client, which closed
-    // its connection.
-    let mut by = "relayer";
-    while flap.is_none() {
-        let notified = changed.notified();
-        let (stall, eof) = {
-            let knobs = lock(&app.0.knobs);
-            (knobs.stalled(stalls_at_open), knobs.eof_epoch != epoch)
-        };
-        if eof {
-            emit!(kind::FAULT_FIRED, fault = "stream_eof", id = "", client_id = "", action = "", session = %session);
-            break;
-        }
-        if !stall && !flush(&app, &mut backlog, &body) {
-            by = "client";
-            break;
-        }
-        tokio::select! {
-            item = items.recv() => match item {
-                Some(frame) => backlog.push_back(frame),
-                None => break,
-            },
-            () = tokio::time::sleep_until(keepalive_at) => {
-                if !stall {
-                    backlog.push_back(style.keepalive());
-                }
-                keepalive_at += std::time::Duration::from_millis(config.keepalive_ms);
-            }
-            () = notified => {}
-            () = body.closed() => {
-                by = "client";
-                break;
-            }
-        }
-    }
-    lock(&app.0.live).sessions.remove(&session);
-    emit!(kind::STREAM_CLOSE, session = %session, by);
+/// The protocol versions the standard transports serve (and accept in `MCP-Protocol-Version`).
+pub const SUPPORTED_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// The version a server answers an `initialize` with: the client's when supported (the lifecycle:
+/// "If the server supports the requested protocol version, it MUST respond with the same
+/// version. Otherwise, the server MUST respond with another protocol version it supports"),
+/// else the latest.
+fn negotiate(msg: &Value) -> &'static str {
+    let asked = msg.pointer("/params/protocolVersion").and_then(Value::as_str);
+    SUPPORTED_VERSIONS.into_iter().find(|v| Some(*v) == asked).unwrap_or(SUPPORTED_VERSIONS[3])
 }
 
-/// Write the backlog as seeded chunks; `false` once the client has gone.
-fn flush(app: &App, backlog: &mut VecDeque<String>, body: &mpsc::UnboundedSender<Bytes>) -> bool {
-    while let Some(frame) = backlog.pop_front() {
-        let bytes = frame.into_bytes();
-        let cut = {
-            let mut live = lock(&app.0.live);
-            match live.rng.below(3) {
-                0 => live.rng.below(bytes.len() as u64) as usize,
-                _ => 0,
-            }
-        };
-        let parts = if cut == 0 { vec![&bytes[..]] } else { vec![&bytes[..cut], &bytes[cut..]] };
-        for part in parts {
-            if body.send(Bytes::copy_from_slice(part)).is_err() {
-                return false;
-            }
-        }
+/// A refusal as the standard transports answer it: the status and a JSON-RPC error without an
+/// id (Streamable HTTP: "The HTTP response body MAY comprise a JSON-RPC error response that has
+/// no id"); 401s name the scheme (RFC 6750: `WWW-Authenticate: Bearer`).
+fn refusal(status: StatusCode, code: i64, text: &str) -> Response {
+    let body = jsonrpc::error(None, code, text).to_string();
+    let mut response = (status, [("content-type", "application/json")], body).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert("www-authenticate", axum::http::HeaderValue::from_static("Bearer realm=\"mcp\""));
     }
-    true
+    response
 }
 
-async fn on_post(
-    State(app): State<App>,
-    Query(query): Query<BTreeMap<String, String>>,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
-    let session = query.get("sessionId").cloned().unwrap_or_default();
-    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_string);
-    let msg: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    let id = msg.get("id").map(Value::to_string).unwrap_or_default();
-    let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
-    let action = action_of(&msg);
-    let client_id = client_key(&msg);
-    // The step a client notification names in its `_meta` (empty for anything else).
-    let note = super::client::note_step(&msg).map(Value::to_string).unwrap_or_default();
-    // A reset before the POST was served is logged with status 0: nothing admitted or run.
-    let reset = lock(&app.0.knobs).reset_posts;
-    let admitted = (reset != Some(false)).then(|| app.admit(&session, &headers, &msg));
-    let (status, cause) = admitted.map_or((None, "reset"), |(status, cause)| (Some(status), cause));
-    emit!(
-        kind::HTTP_POST,
-        session = %session,
-        id = %id,
-        client_id,
-        note,
-        method = %method,
-        action,
-        key = key.as_deref().unwrap_or(""),
-        status = status.map_or(0, |s| s.as_u16()),
-        cause
-    );
-    if status == Some(StatusCode::ACCEPTED) {
-        app.dispatch(&session, msg, key);
-    }
-    if let (None, Some(status)) = (reset, status) {
-        return status.into_response();
-    }
-    emit!(kind::FAULT_FIRED, fault = "post_reset", id = %id, client_id = %client_id, action = %action, session = %session);
+/// A response whose connection is reset instead of written.
+fn reset_connection() -> Response {
     let mut response = StatusCode::BAD_GATEWAY.into_response();
     response.extensions_mut().insert(http::ResetConnection);
     response
 }
 
 impl App {
-    /// Admit a POST as a real MCP server does, checking in its order: the bearer token, then
-    /// (an injected fault) a refusal of everything, the session, the content type, the body.
-    /// Returns the status and its cause, which the relayer logs: `accepted`, `token`, `fault`,
-    /// `gone` (a session it issued and has since closed or lost), `unknown` (one it never
-    /// issued), `content_type` (not `application/json`), `malformed` (not JSON).
-    fn admit(&self, session: &str, headers: &HeaderMap, msg: &Value) -> (StatusCode, &'static str) {
-        if !authorized(&self.0.config, headers) {
-            return (StatusCode::UNAUTHORIZED, "token");
-        }
-        if let Some(status) = lock(&self.0.knobs).reject_status {
-            return (StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), "fault");
-        }
-        if !lock(&self.0.live).sessions.contains_key(session) {
-            let issued = lock(&self.0.durable).issued.contains(session);
-            return (StatusCode::NOT_FOUND, if issued { "gone" } else { "unknown" });
-        }
-        let json = headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/json"));
-        if !json {
-            return (StatusCode::UNSUPPORTED_MEDIA_TYPE, "content_type");
-        }
-        if msg.is_null() {
-            return (StatusCode::BAD_REQUEST, "malformed");
-        }
-        (StatusCode::ACCEPTED, "accepted")
-    }
-
     fn dispatch(&self, session: &str, msg: Value, key: Option<String>) {
         if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
             let request = msg.pointer("/params/requestId").map(id_key).unwrap_or_default();
@@ -304,8 +264,7 @@ impl App {
         // An `initialize` without the params the MCP schema requires initializes nothing.
         if method == "initialize" && !initialize_params_valid(&msg) {
             emit!(kind::RPC_REFUSED, id = %id, client_id = to.client, method = %method, action = to.action, session = %session, reason = "invalid_params");
-            let text = "Invalid params: initialize needs protocolVersion, capabilities and clientInfo {name, version}";
-            return self.send_reply(&to, jsonrpc::error(Some(&id), -32602, text));
+            return self.send_reply(&to, invalid_initialize(&id));
         }
         // The MCP lifecycle, as a real server enforces it: a session answers requests other than
         // `ping` only after `initialize`.
@@ -326,7 +285,7 @@ impl App {
             "initialize" => {
                 let params = msg.get("params").map(Value::to_string).unwrap_or_default();
                 emit!(kind::RPC_INITIALIZE, session = %session, params = %params);
-                jsonrpc::result(&id, jsonrpc::initialize_result(&msg, "mock-relayer", "1.0.0"))
+                jsonrpc::result(&id, self.initialize_result(&msg))
             }
             "tools/list" => jsonrpc::result(&id, tools_result()),
             "ping" => jsonrpc::result(&id, json!({})),
@@ -334,6 +293,16 @@ impl App {
             _ => jsonrpc::error(Some(&id), -32601, &format!("Method not found: {method}")),
         };
         self.send_reply(&to, reply);
+    }
+
+    /// The `InitializeResult`: the standard transports negotiate the version as the lifecycle
+    /// asks; the relayer transport keeps its own answer (the simulation's traces depend on it).
+    fn initialize_result(&self, msg: &Value) -> Value {
+        let mut result = jsonrpc::initialize_result(msg, "mock-relayer", "1.0.0");
+        if self.0.transport != Transport::Relayer {
+            result["protocolVersion"] = json!(negotiate(msg));
+        }
+        result
     }
 
     /// Run a tool once per idempotency key; a replay of a known key gets the logged reply.
@@ -421,8 +390,7 @@ impl App {
         (work_ms, jsonrpc::tool_result(&format!("{tool} {action}: done"), false), true)
     }
 
-    /// Send a reply on a session's stream, through the per-request knobs (keyed by the client's
-    /// id).
+    /// Send a reply to a session, through the per-request knobs (keyed by the client's id).
     fn send_reply(&self, to: &Recipient<'_>, msg: Value) {
         let (swallow, duplicate, late) = {
             let mut knobs = lock(&self.0.knobs);
@@ -447,6 +415,8 @@ impl App {
         });
     }
 
+    /// Write a reply on whatever carries it: a `relayer` or `sse` session's stream, or the POST
+    /// response (JSON or SSE) that a Streamable HTTP request came with.
     fn deliver(&self, to: &Recipient<'_>, msg: &Value, copies: usize) {
         let Recipient { session, id, client, action } = *to;
         if lock(&self.0.knobs).withhold_replies {
@@ -461,18 +431,79 @@ impl App {
             return;
         };
         let text = msg.to_string();
-        let frame = entry.style.frame("message", &entry.style.json(msg), Some(entry.next_event));
-        entry.next_event += 1;
-        for copy in 0..copies {
-            if entry.items.send(frame.clone()).is_err() {
-                break;
+        match &mut entry.sink {
+            Sink::Stream { items, style, next_event } => {
+                let frame = style.frame("message", &style.json(msg), Some(*next_event));
+                *next_event += 1;
+                for copy in 0..copies {
+                    if items.send(frame.clone()).is_err() {
+                        break;
+                    }
+                    if copy > 0 {
+                        emit!(kind::FAULT_FIRED, fault = "duplicate_reply", id = %id, client_id = client, action, session = %session);
+                    }
+                }
+                drop(live);
+                emit!(kind::REPLY_SENT, id = %id, client_id = client, action, session = %session, msg = %text);
             }
-            if copy > 0 {
-                emit!(kind::FAULT_FIRED, fault = "duplicate_reply", id = %id, client_id = client, action, session = %session);
+            Sink::Streamable(streams) => {
+                let carried = streams.deliver(&id_key(id), msg, copies);
+                drop(live);
+                let Some((stream, copies)) = carried else {
+                    emit!(kind::REPLY_LOST, id = %id, client_id = client, action, session = %session);
+                    return;
+                };
+                for _ in 1..copies {
+                    emit!(kind::FAULT_FIRED, fault = "duplicate_reply", id = %id, client_id = client, action, session = %session);
+                }
+                emit!(kind::REPLY_SENT, id = %id, client_id = client, action, session = %session, msg = %text, stream = %stream);
             }
         }
-        drop(live);
-        emit!(kind::REPLY_SENT, id = %id, client_id = client, action, session = %session, msg = %text);
+    }
+
+    /// Send the knobs' server notes to every session open when each was added (the standard
+    /// transports only), logged as `reply.sent` with an empty `id`.
+    async fn announce_notes(self) {
+        let changed = lock(&self.0.knobs).changed.clone();
+        loop {
+            let notified = changed.notified();
+            let notes = lock(&self.0.knobs).server_notes.clone();
+            let mut sent = Vec::new();
+            {
+                let mut live = lock(&self.0.live);
+                for (session, entry) in &mut live.sessions {
+                    for note in notes.iter().skip(entry.notes_seen) {
+                        match &mut entry.sink {
+                            Sink::Stream { items, style, next_event } => {
+                                let frame = style.frame("message", &style.json(note), Some(*next_event));
+                                *next_event += 1;
+                                let _ = items.send(frame);
+                                sent.push((session.clone(), note.to_string(), None));
+                            }
+                            // A note waiting for a standalone stream is logged when one takes it.
+                            Sink::Streamable(streams) => {
+                                if let Some(stream) = streams.note(note) {
+                                    sent.push((session.clone(), note.to_string(), Some(stream)));
+                                }
+                            }
+                        }
+                    }
+                    entry.notes_seen = notes.len();
+                }
+            }
+            for (session, msg, stream) in sent {
+                match stream {
+                    None => emit!(kind::REPLY_SENT, id = "", client_id = "", action = "", session = %session, msg = %msg),
+                    Some(stream) => emit!(kind::REPLY_SENT, id = "", client_id = "", action = "", session = %session, msg = %msg, stream = %stream),
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// How many server notes a session opened now has already missed.
+    fn notes_now(&self) -> usize {
+        lock(&self.0.knobs).server_notes.len()
     }
 }
 
@@ -504,6 +535,12 @@ fn initialize_params_valid(msg: &Value) -> bool {
         && msg.pointer("/params/capabilities").is_some_and(Value::is_object)
         && text("/params/clientInfo/name")
         && text("/params/clientInfo/version")
+}
+
+/// The answer to an `initialize` whose params lack what the schema requires.
+fn invalid_initialize(id: &Value) -> Value {
+    let text = "Invalid params: initialize needs protocolVersion, capabilities and clientInfo {name, version}";
+    jsonrpc::error(Some(id), -32602, text)
 }
 
 /// The user action a `tools/call` names in its arguments (empty for other messages).
