@@ -3,15 +3,16 @@
 //! [`Transport`] per run:
 //!
 //! - `relayer`: the relay family's API, `GET /sse` (the reply stream) and
-//!   `POST /messages?sessionId=..` (202 / 404 / 401 / 429 / 5xx); [`legacy`];
-//! - `sse`: MCP 2024-11-05 HTTP+SSE on the same two routes, as strict as a real server; [`legacy`];
+//!   `POST /messages?sessionId=..` (202 / 404 / 401 / 429 / 5xx); `relayer/legacy.rs`;
+//! - `sse`: MCP 2024-11-05 HTTP+SSE on the same two routes, as strict as a real server;
+//!   `relayer/legacy.rs`;
 //! - `streamable_http`: MCP Streamable HTTP (2025-03-26, 2025-06-18, 2025-11-25) on `/mcp`;
-//!   [`streamable`].
+//!   `relayer/streamable.rs`.
 //!
 //! The MCP server behind them is one: the lifecycle, the tools, the execution log and the reply
-//! knobs (swallow, late, duplicate, withhold) act in [`App::dispatch`] and [`App::send_reply`],
-//! and every stream is written by [`writer`] (seeded chunking, the wire styles, keep-alives, the
-//! stall, EOF and flap knobs), whatever the transport.
+//! knobs (swallow, late, duplicate, withhold) act in `App::dispatch` and `App::send_reply`, and
+//! every stream is written by `relayer/writer.rs` (seeded chunking, the wire styles, keep-alives,
+//! the stall, EOF and flap knobs), whatever the transport.
 
 mod legacy;
 mod streamable;

@@ -11,7 +11,7 @@
 //!   (403);
 //! - `sse` answers a POST `202 Accepted` with that text as its body (the TypeScript SDK's server
 //!   does), and names the endpoint after the `Host` the client used;
-//! - `sse` negotiates the protocol version in `initialize` ([`super::negotiate`]).
+//! - `sse` negotiates the protocol version in `initialize` (`negotiate` in relayer.rs).
 //!
 //! Both keep the strict lifecycle: on a session, a request other than `ping` before
 //! `initialize` is answered on the stream with a JSON-RPC error (-32002), not served: the session
