@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use bridge_under_test::relay::relayer::Transport;
 use harness::live::profile::Profile;
 use harness::live::{self, Bridge, Case, Judged};
 use harness::schema::McpSchema;
@@ -15,7 +16,8 @@ pub struct LiveArgs {
     /// in the environment as MCP_SERVER_URL).
     #[arg(long)]
     bridge: String,
-    /// The transport the mock server speaks: relayer (default: the profile's first).
+    /// The transport the mock server speaks: streamable_http, sse or relayer (default: the
+    /// profile's first, else streamable_http).
     #[arg(long)]
     transport: Option<String>,
     /// A bridge profile (JSON): its deadline, its documented promises.
@@ -55,14 +57,15 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
         Some(path) => Profile::load(path)?,
         None => Profile::unknown(),
     };
-    let transport = args.transport.clone().or_else(|| profile.transports.first().cloned()).unwrap_or("relayer".into());
-    if transport != "relayer" {
-        return Err(format!("transport `{transport}` is not served yet; this build serves: relayer"));
+    let transport = args.transport.clone().or_else(|| profile.transports.first().cloned()).unwrap_or("streamable_http".into());
+    let transport: Transport = transport.parse()?;
+    if !profile.transports.is_empty() && !profile.transports.iter().any(|t| t == transport.name()) {
+        return Err(format!("profile {} speaks {}, not {transport}", profile.name, profile.transports.join(", ")));
     }
     if args.concurrency == 0 || args.runs == 0 {
         return Err("--concurrency and --runs must be at least 1".to_string());
     }
-    let bridge = Bridge { command: args.bridge.clone(), profile };
+    let bridge = Bridge { command: args.bridge.clone(), profile, transport };
     let schema = McpSchema::new();
     if let Some(token) = &args.replay {
         let seed = live::parse_token(token)?;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bridge_under_test::emit;
 use bridge_under_test::events::{host, kind};
 use bridge_under_test::relay::client;
-use bridge_under_test::relay::relayer::Durable;
+use bridge_under_test::relay::relayer::{Durable, Transport};
 use bridge_under_test::relay::{RelayerConfig, RelayerKnobs};
 use bridge_under_test::stdio;
 use serde_json::{json, Value};
@@ -35,6 +35,8 @@ pub struct Bridge {
     /// The command, run with `sh -c`; `{url}` is replaced by the server's URL.
     pub command: String,
     pub profile: Profile,
+    /// The transport the mock server speaks.
+    pub transport: Transport,
 }
 
 /// Why a case could not be run at all (bad input, not a finding).
@@ -97,6 +99,7 @@ async fn drive(
         family = "relay",
         engine = "live",
         bridge = %bridge.profile.name,
+        transport = %bridge.transport,
         call_timeout_ms = num("call_timeout_ms"),
         sweep_period_ms = num("sweep_period_ms"),
         slack_ms = num("slack_ms"),
@@ -112,6 +115,8 @@ async fn drive(
         config: relayer_config(scenario, seed),
         knobs: knobs.clone(),
         durable: Arc::new(Mutex::new(Durable::default())),
+        transport: bridge.transport,
+        auth: bridge.profile.bearer,
     };
     let server = MockServer::start(parts, recorder.clone()).map_err(|e| NotRun(format!("the mock server did not start: {e}")))?;
     let url = server.url();
@@ -121,7 +126,7 @@ async fn drive(
     let fields = vec![
         ("command".to_string(), Value::from(bridge.command.as_str())),
         ("pid".to_string(), Value::from(process.pid)),
-        ("transport".to_string(), Value::from("relayer")),
+        ("transport".to_string(), Value::from(bridge.transport.name())),
         ("url".to_string(), Value::from(url.as_str())),
     ];
     recorder.record(host::BRIDGE, kind::PROCESS_START, fields);

@@ -23,7 +23,6 @@ pub const UNIVERSAL: &[&str] = &[
     "sessions_initialized",
     "schema_valid",
     "user_outcomes",
-    "requests_admissible",
     STDOUT_ONLY_JSONRPC,
     LIVES_UNTIL_STDIN_CLOSES,
     EXITS_AFTER_STDIN_CLOSES,
@@ -31,6 +30,10 @@ pub const UNIVERSAL: &[&str] = &[
 
 /// The relay design's promises, judged when a bridge's profile makes them.
 pub const POLICY: &[&str] = &[
+    // Our bridge never asks for what the server would refuse; a third-party bridge may probe
+    // (mcp-remote GETs the endpoint before it has a session, and a real server answers 400, as
+    // the mock does). What such a refusal costs the user, the universal oracles judge.
+    "requests_admissible",
     "bounded_latency",
     "wire_conformance",
     "handshake_carried",

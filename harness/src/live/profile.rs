@@ -49,6 +49,10 @@ pub struct Profile {
     /// Scheduling slack for timing verdicts (a real process's timers and start-up).
     #[serde(default = "slack_ms")]
     pub slack_ms: u64,
+    /// Whether the bridge sends the bearer token it is given (`MCP_BEARER_TOKEN`, or as its
+    /// command line puts it): the mock server then requires it.
+    #[serde(default)]
+    pub bearer: bool,
     /// Environment the command needs (besides `MCP_SERVER_URL`).
     #[serde(default)]
     pub env: Vec<(String, String)>,
@@ -75,6 +79,7 @@ impl Profile {
             deadline_source: String::new(),
             exit_within_ms: exit_within_ms(),
             slack_ms: slack_ms(),
+            bearer: false,
             env: Vec::new(),
             promises: Vec::new(),
         }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bridge_under_test::events::host;
 use bridge_under_test::relay::knobs::SharedKnobs;
-use bridge_under_test::relay::relayer::{self, SharedDurable};
+use bridge_under_test::relay::relayer::{self, SharedDurable, Transport};
 use bridge_under_test::relay::RelayerConfig;
 use bridge_under_test::seam;
 use tokio::sync::mpsc;
@@ -27,20 +27,26 @@ enum Command {
 /// A running mock server.
 pub struct MockServer {
     pub port: u16,
+    /// The path a client is given (the stream, or the MCP endpoint).
+    path: &'static str,
     commands: mpsc::UnboundedSender<Command>,
     thread: Option<JoinHandle<()>>,
 }
 
-/// What the server serves.
+/// What the server serves, and how.
 pub struct ServerParts {
     pub config: RelayerConfig,
     pub knobs: SharedKnobs,
     pub durable: SharedDurable,
+    pub transport: Transport,
+    /// Require the bearer token (the relayer transport always does).
+    pub auth: bool,
 }
 
 impl MockServer {
     /// Start serving on an ephemeral port of 127.0.0.1, recording into `recorder`.
     pub fn start(parts: ServerParts, recorder: Recorder) -> std::io::Result<Self> {
+        let parts_path = parts.transport.path();
         let (commands, mut inbox) = mpsc::unbounded_channel();
         let (port_tx, port_rx) = std_mpsc::channel();
         let thread = std::thread::Builder::new().name("live-server".into()).spawn(move || {
@@ -58,7 +64,7 @@ impl MockServer {
         let port = port_rx
             .recv_timeout(Duration::from_secs(10))
             .map_err(|_| std::io::Error::other("the mock server did not start"))??;
-        Ok(Self { port, commands, thread: Some(thread) })
+        Ok(Self { port, path: parts_path, commands, thread: Some(thread) })
     }
 
     /// Restart the server: every connection and session is lost (the execution log is kept).
@@ -68,7 +74,7 @@ impl MockServer {
 
     /// The URL a bridge connects to.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/sse", self.port)
+        format!("http://127.0.0.1:{}{}", self.port, self.path)
     }
 }
 
@@ -105,9 +111,9 @@ fn incarnation(
         }
         let mut config = parts.config.clone();
         config.authority = format!("127.0.0.1:{port}");
-        let (knobs, durable) = (parts.knobs.clone(), parts.durable.clone());
+        let (knobs, durable, transport, auth) = (parts.knobs.clone(), parts.durable.clone(), parts.transport, parts.auth);
         let _server = tokio::task::spawn_local(async move {
-            let _ = relayer::serve(listener, config, knobs, durable).await;
+            let _ = relayer::serve_transport(listener, config, knobs, durable, transport, auth).await;
         });
         inbox.recv().await
     })
