@@ -23,7 +23,7 @@
 //! | `sse.endpoint` | bridge | `gen`, `session` |
 //! | `sse.closed` | bridge | `gen`, `reason` (`eof`, `idle`, `error`, `orphans`, `expired`, `reinitialize`: the client's `initialize` came after the bridge initialized the session with made-up params) |
 //! | `relayer.start` | relayer | `boot` |
-//! | `stream.open` / `stream.close` | relayer | `session`; `style` (open: the wire form the stream writes, e.g. `crlf+nospace+multiline`); `by` (close: `client`, the bridge closed its connection, or `relayer`: a fault, or its session ended) |
+//! | `stream.open` / `stream.close` | relayer | `session`; `style` (open: the wire form the stream writes, e.g. `crlf+nospace+multiline`); `by` (close: `client`, the bridge closed its connection, or `relayer`: a fault, or its session ended). Streamable HTTP only: `stream` (`post-N`, `get-N`, `json-N`: a session has several), `last_event_id` (open: set when a GET resumed a stream) |
 //! | `http.post` | relayer | `session`, `id`, `method`, `action` (a `tools/call`'s `arguments.action`, else empty), `key`, `status` |
 //! | `rpc.cancel` | relayer | `request` (the `requestId` a `notifications/cancelled` names, as JSON text), `session` |
 //! | `rpc.refused` | relayer | `id`, `method`, `action`, `session`, `reason` (`not_initialized`): answered with a JSON-RPC error, not served |

@@ -200,6 +200,11 @@ pub struct Step {
     /// breaks the protocol's uniqueness rule).
     #[serde(default, skip_serializing_if = "is_default")]
     pub eager: bool,
+    /// Send only once every request sent before it has been answered, as an SDK client sends
+    /// `notifications/initialized` only after reading the `initialize` result (the live
+    /// engine's clients do; the simulation's scripts send at their times).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub after_answers: bool,
     pub op: Op,
 }
 
@@ -221,7 +226,7 @@ impl Step {
 
     /// A step at `at_ms` with id `id` in its plain integer form.
     pub fn new(at_ms: u64, id: u64, op: Op) -> Self {
-        Self { at_ms, id, string_id: false, id_form: IdForm::Int, eager: false, op }
+        Self { at_ms, id, string_id: false, id_form: IdForm::Int, eager: false, after_answers: false, op }
     }
 
     /// The line this step writes. `action` names the user action (unique per step), so the
@@ -318,6 +323,16 @@ impl Owed {
         *self.ids.borrow_mut().entry(id).or_default() += 1;
     }
 
+    async fn wait_empty(&self) {
+        loop {
+            let changed = self.changed.notified();
+            if self.ids.borrow().is_empty() {
+                return;
+            }
+            changed.await;
+        }
+    }
+
     async fn wait_free(&self, id: &str) {
         loop {
             let changed = self.changed.notified();
@@ -364,6 +379,12 @@ pub async fn run(
         tokio::select! {
             () = tokio::time::sleep_until(at(step.at_ms)) => {}
             () = close_stdin.notified() => { reason = "fault"; break 'script; }
+        }
+        if step.after_answers {
+            tokio::select! {
+                () = owed.wait_empty() => {}
+                () = close_stdin.notified() => { reason = "fault"; break 'script; }
+            }
         }
         if step.op.expects_reply() {
             // A client never reuses an id that is still in flight: wait for its answer.

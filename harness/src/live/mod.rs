@@ -89,6 +89,7 @@ pub fn run(case: &Case, bridge: &Bridge, schema: &McpSchema) -> Result<Judged, N
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bridge_under_test::relay::client::Op;
 
     #[test]
     fn live_tokens_round_trip_and_are_refused_by_the_simulation() {
@@ -106,6 +107,9 @@ mod tests {
             let case = case(7, index);
             assert!(case.scenario.timing.slowest_tool_ms <= 10_000, "case {index}: production timing");
             assert!(case.scenario.faults.iter().all(|f| f.name() != "link_hold"), "case {index}: a held link");
+            let ops: Vec<&Op> = case.scenario.script.steps.iter().take(2).map(|s| &s.op).collect();
+            assert_eq!(ops, [&Op::Initialize, &Op::Initialized], "case {index}: no handshake first");
+            assert!(case.scenario.script.steps[1].after_answers, "case {index}: initialized sent before the result");
             assert_eq!(case.scenario.faults, super::case(7, index).scenario.faults, "not a function of the seed");
         }
     }

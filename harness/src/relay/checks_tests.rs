@@ -1976,6 +1976,24 @@ fn sessions_initialized_holds_the_initialized_notification_to_the_client() {
     // The bridge sent the notification on its own: the client never did.
     let invented = vec![std_spec(), send(10, &call(json!(1), "a1")), init(), forwarded(), the_call()]; // 3
     assert_one(&run(sessions_initialized, invented), "sessions_initialized", 3, "the client had not sent it");
+    // A bridge's own probe session, with its own handshake and none of the client's requests,
+    // does not speak for the client (mcp-remote 0.15.1's transport fallback test, found live).
+    let probe = || vec![r_post(2, "probe", "0", "initialize", "", 200), r_post(3, "probe", "", "notifications/initialized", "", 202)];
+    let mut probed = vec![std_spec()];
+    probed.extend(probe());
+    probed.extend([
+        send(100, &note),
+        send(110, &call(json!(1), "a1")),
+        r_post(120, "s1", "\"relay-init-1\"", "initialize", "", 202),
+        r_post(125, "s1", "", "notifications/initialized", "", 202),
+        r_post(130, "s1", "\"relay-1\"", "tools/call", "a1", 202),
+    ]);
+    assert_clean(&run(sessions_initialized, probed));
+    // One that then carries the client's request does.
+    let mut used = vec![std_spec()];
+    used.extend(probe()); // 1, 2
+    used.extend([send(100, &note), r_post(106, "probe", "\"relay-1\"", "tools/call", "a1", 202)]);
+    assert_one(&run(sessions_initialized, used), "sessions_initialized", 2, "the client had not sent it");
 }
 
 #[test]
@@ -2381,4 +2399,14 @@ fn refused_requests_resent_flags_a_refused_request_left_to_its_deadline() {
     // Hunt seed 99 (v1.relay.none.bdfce7d602dfd77d): a late reply fault held the refusal back
     // until the deadline had passed; the bridge never knew.
     assert_clean(&run(retry_checks::refused_requests_resent, refused_uninitialized(8_990, vec![])));
+}
+
+#[test]
+fn a_streamable_http_answer_counts_as_accepted() {
+    // Streamable HTTP answers a request with 200 (its reply, as JSON or a stream of its own):
+    // the checkers read that as the relay API's 202. A refusal stays what it was.
+    let answered = r_post(5, "s1", "1", "tools/call", "a1", 200);
+    assert_eq!(super::story::post_status(&answered), 202);
+    let refused = r_post(5, "s1", "1", "tools/call", "a1", 400);
+    assert_eq!(super::story::post_status(&refused), 400);
 }

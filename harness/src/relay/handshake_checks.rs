@@ -22,6 +22,11 @@ pub fn sessions_initialized(facts: &Facts<'_>) -> Vec<Violation> {
     const NOTE: &str = "notifications/initialized";
     let mut initialized = BTreeSet::new();
     let mut found = Vec::new();
+    let serves_client = |session: &str| {
+        facts.stories.all_posts.iter().any(|(_, _, s, id, method, status)| {
+            s == session && !id.is_empty() && method != "initialize" && *status == 202
+        })
+    };
     let client_note = facts.trace.events.iter().enumerate().find(|(_, e)| {
         let msg = message(e);
         e.host == host::CLIENT && e.kind == kind::MCP_SEND && msg.get("method").and_then(Value::as_str) == Some(NOTE) && msg.get("id").is_none()
@@ -56,7 +61,10 @@ pub fn sessions_initialized(facts: &Facts<'_>) -> Vec<Violation> {
         }
         if method == NOTE && id.is_empty() {
             noted.entry(session.as_str()).or_insert(*index);
-            if client_note.is_none_or(|(_, sent)| sent > *at + facts.slack_ms) {
+            // Only a session that serves the client speaks for it: a bridge may open one of its
+            // own first, with its own handshake (mcp-remote probes the transport with a session
+            // it initializes as `mcp-remote-fallback-test` and never uses again).
+            if client_note.is_none_or(|(_, sent)| sent > *at + facts.slack_ms) && serves_client(session) {
                 let detail = format!("the relayer received {NOTE} on session {session} at {at} ms, but the client had not sent it");
                 found.push(facts.violation("sessions_initialized", *index, detail));
             }

@@ -39,7 +39,7 @@ pub fn client_order_kept(facts: &Facts<'_>) -> Vec<Violation> {
         }
     }
     for (index, event) in facts.trace.of_kind(kind::HTTP_POST) {
-        let (note, status) = (event.text("note"), event.num("status"));
+        let (note, status) = (event.text("note"), super::story::post_status(event));
         if let Some((written, method)) = notes.get(&note).filter(|_| (200..300).contains(&status)) {
             let label = format!("{method} (step {note})");
             arrivals.entry(event.text("session")).or_default().push((index, *written, label));

@@ -509,7 +509,7 @@ pub fn cancellations_name_their_request(facts: &Facts<'_>) -> Vec<Violation> {
             }
             (host::RELAYER, kind::HTTP_POST) => {
                 carried = Some((event.text("session"), event.text("note")));
-                if event.num("status") == 202 && !event.text("id").is_empty() {
+                if super::story::post_status(event) == 202 && !event.text("id").is_empty() {
                     upstream.entry(event.text("client_id")).or_default().insert(event.text("id"));
                 }
             }
@@ -557,7 +557,7 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     let mut next: BTreeMap<String, usize> = BTreeMap::new();
     // The steps of the client's notifications the relayer accepted, and the client's earliest
     // message (by its write's index) the relayer accepted after each write.
-    let accepted: BTreeSet<String> = facts.trace.of_kind(kind::HTTP_POST).filter(|(_, e)| e.num("status") == 202).map(|(_, e)| e.text("note")).filter(|note| !note.is_empty()).collect();
+    let accepted: BTreeSet<String> = facts.trace.of_kind(kind::HTTP_POST).filter(|(_, e)| super::story::post_status(e) == 202).map(|(_, e)| e.text("note")).filter(|note| !note.is_empty()).collect();
     let note_writes: Vec<(usize, String)> = facts
         .trace
         .of_kind(kind::MCP_SEND)

@@ -94,6 +94,16 @@ pub struct Stories {
     pub reset_after_admit: BTreeSet<usize>,
 }
 
+/// The status of an `http.post` as the checkers read it: any 2xx is an acceptance (202). The
+/// relay API and HTTP+SSE accept with 202 and answer on the stream; Streamable HTTP answers a
+/// request with 200 (its reply, as JSON or a stream of its own), a notification with 202.
+pub fn post_status(event: &TraceEvent) -> u64 {
+    match event.num("status") {
+        200..=299 => 202,
+        status => status,
+    }
+}
+
 /// Faults that act on every request in flight rather than on one step.
 const GLOBAL_FAULTS: &[&str] = &["withhold_replies", "stream_stall", "stream_eof", "stream_flap", "relayer_bounce", "link_hold", "stdin_eof", "post_reset"];
 
@@ -195,7 +205,7 @@ impl Stories {
                     }
                 }
                 (host::RELAYER, kind::HTTP_POST) => {
-                    let (session, status) = (event.text("session"), event.num("status"));
+                    let (session, status) = (event.text("session"), post_status(event));
                     stories.all_posts.push((index, event.at_ms, session.clone(), event.text("id"), event.text("method"), status));
                     last_post = Some((index, session.clone(), event.text("id")));
                     if event.text("id").is_empty() {

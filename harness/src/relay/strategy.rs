@@ -83,15 +83,22 @@ fn handshake() -> impl Strategy<Value = Option<(u64, u64)>> {
 /// 1–20 operations at increasing times, after the handshake. Ids count up, in every JSON-RPC
 /// form; now and then one is reused, and now and then a step sends the previous step's id at
 /// once, while it may still be owed.
-fn script(timing: &Timing) -> impl Strategy<Value = Vec<Step>> {
+/// `live`: the client is an IDE that completes its handshake first (a real bridge owes nothing
+/// to a client that breaks the MCP lifecycle), so it initializes at once and sends nothing
+/// before.
+fn script(timing: &Timing, live: bool) -> impl Strategy<Value = Vec<Step>> {
     let spec = Spec::new(timing, 1, 0);
     let gap_max = (spec.call_timeout_ms / 8).clamp(500, 10_000);
     // Now and then a step waits out a whole deadline and two sweeps first, so a reused id meets
     // an earlier request that has ended every way (answered, closed out, rejected).
     let ended_ms = spec.call_timeout_ms + 2 * spec.sweep_period_ms + 100;
     let step = (0..=gap_max, op(timing), prop::option::weighted(0.1, any::<Index>()), id_form(), prop::bool::weighted(0.06), prop::bool::weighted(0.05));
-    let early_note = prop::option::weighted(0.2, prop::sample::select(Note::ALL));
-    (handshake(), early_note, prop::collection::vec(step, 1..=20)).prop_map(move |(handshake, early_note, ops)| {
+    let (handshake, early_note) = if live {
+        (Just(Some((0, 0))).boxed(), Just(None).boxed())
+    } else {
+        (handshake().boxed(), prop::option::weighted(0.2, prop::sample::select(Note::ALL)).boxed())
+    };
+    (handshake, early_note, prop::collection::vec(step, 1..=20)).prop_map(move |(handshake, early_note, ops)| {
         let mut steps = Vec::new();
         if let Some(note) = early_note {
             steps.push(Step::new(0, 0, Op::Notify { note }));
@@ -99,7 +106,10 @@ fn script(timing: &Timing) -> impl Strategy<Value = Vec<Step>> {
         let mut at_ms = 0;
         if let Some((init_ms, note_after_ms)) = handshake {
             steps.push(Step::new(init_ms, 0, Op::Initialize));
-            steps.push(Step::new(init_ms + note_after_ms, 0, Op::Initialized));
+            let mut note = Step::new(init_ms + note_after_ms, 0, Op::Initialized);
+            // A real client reads the `initialize` result before it says it is initialized.
+            note.after_answers = live;
+            steps.push(note);
             at_ms = init_ms + note_after_ms;
         }
         let mut previous: Option<(u64, IdForm)> = None;
@@ -169,7 +179,7 @@ fn fault(kind: &'static str, timing: &Timing, writes: &[u64], span_ms: u64) -> B
 
 /// A whole relay scenario with the given bug switches.
 pub fn scenario(bugs: RelayBugs) -> impl Strategy<Value = RelayScenario> {
-    scenario_of(bugs, timing().boxed(), KINDS)
+    scenario_of(bugs, timing().boxed(), KINDS, false)
 }
 
 /// Fault kinds a live case draws: all but a held link, which needs a proxy between bridge and
@@ -178,14 +188,15 @@ static LIVE_KINDS: std::sync::LazyLock<Vec<&'static str>> =
     std::sync::LazyLock::new(|| KINDS.iter().copied().filter(|kind| *kind != "link_hold").collect());
 
 /// A relay scenario for a live case: compressed timing only (production deadlines are minutes
-/// of real time) and the fault kinds the live engine carries out.
+/// of real time), the fault kinds the live engine carries out, and a client that completes its
+/// handshake first.
 pub fn live_scenario() -> impl Strategy<Value = RelayScenario> {
-    scenario_of(RelayBugs::default(), compressed().boxed(), &LIVE_KINDS)
+    scenario_of(RelayBugs::default(), compressed().boxed(), &LIVE_KINDS, true)
 }
 
-fn scenario_of(bugs: RelayBugs, timing: BoxedStrategy<Timing>, kinds: &'static [&'static str]) -> impl Strategy<Value = RelayScenario> {
+fn scenario_of(bugs: RelayBugs, timing: BoxedStrategy<Timing>, kinds: &'static [&'static str], live: bool) -> impl Strategy<Value = RelayScenario> {
     (timing, crate::swarm::profile(kinds)).prop_flat_map(move |(timing, kinds)| {
-        script(&timing).prop_flat_map(move |steps| {
+        script(&timing, live).prop_flat_map(move |steps| {
             let spec = Spec::new(&timing, 1, 0);
             let span_ms = steps.last().map_or(0, |s| s.at_ms) + spec.call_timeout_ms;
             let writes: Vec<u64> = steps.iter().map(|s| s.at_ms).collect();
