@@ -2406,7 +2406,7 @@ fn a_streamable_http_answer_counts_as_accepted() {
     // Streamable HTTP answers a request with 200 (its reply, as JSON or a stream of its own):
     // the checkers read that as the relay API's 202. A refusal stays what it was.
     let answered = r_post(5, "s1", "1", "tools/call", "a1", 200);
-    assert_eq!(super::story::post_status(&answered), 202);
+    assert_eq!(crate::relay::story::post_status(&answered), 202);
     let refused = r_post(5, "s1", "1", "tools/call", "a1", 400);
-    assert_eq!(super::story::post_status(&refused), 400);
+    assert_eq!(crate::relay::story::post_status(&refused), 400);
 }
