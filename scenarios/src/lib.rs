@@ -22,7 +22,7 @@ pub fn relay(seed: u64, timing: Timing, steps: Vec<Step>, faults: Vec<RelayFault
     let relay = RelayScenario {
         bugs: RelayBugs::default(),
         timing,
-        script: ClientScript { steps, end_at_ms },
+        script: ClientScript { steps, end_at_ms, ..ClientScript::default() },
         faults,
         profile: Vec::new(),
     };

@@ -104,6 +104,9 @@ impl InvalidForm {
 /// The `_meta` key naming the step a client notification was written at.
 pub const NOTE_META: &str = "sim.client/note";
 
+/// The `params._meta` key that names the client's own id of a request forwarded under another.
+pub const CLIENT_ID_META: &str = "sim.relay/clientId";
+
 /// The step a client notification names in its `_meta`, if it is one.
 pub fn note_step(msg: &Value) -> Option<&Value> {
     msg.pointer("/params/_meta")?.get(NOTE_META)
@@ -351,6 +354,23 @@ pub struct ClientScript {
     pub steps: Vec<Step>,
     /// When the client closes stdin if nothing closed it earlier.
     pub end_at_ms: u64,
+    /// Every request carries its own id in `params._meta` (the key a rewriting bridge uses),
+    /// so the server can tell which client request a bridge forwarded under an id of its own
+    /// (an SDK client inside the bridge numbers its requests afresh). The live engine's clients
+    /// do; MCP lets any request carry `_meta`, and a bridge forwards params untouched.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub stamp_ids: bool,
+}
+
+/// `line` with its id in `params._meta`, when it is a request.
+fn stamped(line: String) -> String {
+    let Ok(mut msg) = serde_json::from_str::<Value>(&line) else { return line };
+    let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()).cloned() else { return line };
+    if !msg.get("params").is_none_or(Value::is_object) {
+        return line;
+    }
+    msg["params"]["_meta"][CLIENT_ID_META] = id;
+    msg.to_string()
 }
 
 /// Run the script. `close_stdin` closes stdin early (a fault: the IDE went away mid-call);
@@ -398,6 +418,7 @@ pub async fn run(
             owed.owe(id);
         }
         let line = step.line(action);
+        let line = if script.stamp_ids && !step.op.malformed() { stamped(line) } else { line };
         emit!(kind::MCP_SEND, msg = %line, malformed = step.op.malformed());
         stdio::write_chopped(&mut stdin, format!("{line}\n").as_bytes(), &mut rng).await?;
     }
@@ -412,4 +433,21 @@ pub async fn run(
     drop(stdin);
     reader.await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamped_request_names_its_id_and_nothing_else_changes() {
+        let call = r#"{"id":7,"jsonrpc":"2.0","method":"tools/call","params":{"name":"recall"}}"#;
+        let msg: Value = serde_json::from_str(&stamped(call.to_string())).unwrap();
+        assert_eq!(msg["params"]["_meta"][CLIENT_ID_META], json!(7));
+        assert_eq!(msg["params"]["name"], json!("recall"));
+        let ping: Value = serde_json::from_str(&stamped(r#"{"id":"p","jsonrpc":"2.0","method":"ping"}"#.into())).unwrap();
+        assert_eq!(ping["params"]["_meta"][CLIENT_ID_META], json!("p"));
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        assert_eq!(stamped(note.to_string()), note, "a notification has no id to name");
+    }
 }

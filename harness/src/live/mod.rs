@@ -110,6 +110,7 @@ mod tests {
             let ops: Vec<&Op> = case.scenario.script.steps.iter().take(2).map(|s| &s.op).collect();
             assert_eq!(ops, [&Op::Initialize, &Op::Initialized], "case {index}: no handshake first");
             assert!(case.scenario.script.steps[1].after_answers, "case {index}: initialized sent before the result");
+            assert!(case.scenario.script.stamp_ids, "case {index}: requests not stamped with their ids");
             assert_eq!(case.scenario.faults, super::case(7, index).scenario.faults, "not a function of the seed");
         }
     }

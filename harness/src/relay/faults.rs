@@ -228,6 +228,7 @@ mod tests {
         let script = ClientScript {
             steps: vec![bridge_under_test::relay::client::Step::new(700, 1, bridge_under_test::relay::client::Op::Ping)],
             end_at_ms: 0,
+            ..ClientScript::default()
         };
         assert_eq!(RelayFault::SwallowReply { step: 0 }.window(&script), (700, None));
         let hold = RelayFault::LinkHold { at_ms: 100, for_ms: 50 };

@@ -209,7 +209,7 @@ fn scenario_of(bugs: RelayBugs, timing: BoxedStrategy<Timing>, kinds: &'static [
     })
     .prop_map(move |(timing, steps, faults, profile)| {
         let end_at_ms = end_at_ms(&timing, &steps, &faults);
-        RelayScenario { bugs, timing, script: ClientScript { steps, end_at_ms }, faults, profile }
+        RelayScenario { bugs, timing, script: ClientScript { steps, end_at_ms, stamp_ids: live }, faults, profile }
     })
 }
 
@@ -217,7 +217,7 @@ fn scenario_of(bugs: RelayBugs, timing: BoxedStrategy<Timing>, kinds: &'static [
 /// out, plus a full deadline and two sweeps, so every request is judged.
 pub fn end_at_ms(timing: &Timing, steps: &[Step], faults: &[RelayFault]) -> u64 {
     let spec = Spec::new(timing, 1, 0);
-    let script = ClientScript { steps: steps.to_vec(), end_at_ms: 0 };
+    let script = ClientScript { steps: steps.to_vec(), end_at_ms: 0, ..ClientScript::default() };
     let latest_fault = faults
         .iter()
         .map(|fault| {
