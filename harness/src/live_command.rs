@@ -57,10 +57,13 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
         Some(path) => Profile::load(path)?,
         None => Profile::unknown(),
     };
-    let transport = args.transport.clone().or_else(|| profile.transports.first().cloned()).unwrap_or("streamable_http".into());
-    let transport: Transport = transport.parse()?;
-    if !profile.transports.is_empty() && !profile.transports.iter().any(|t| t == transport.name()) {
-        return Err(format!("profile {} speaks {}, not {transport}", profile.name, profile.transports.join(", ")));
+    let transport = match &args.transport {
+        Some(name) => name.parse()?,
+        None => profile.transports.first().copied().unwrap_or(Transport::StreamableHttp),
+    };
+    if !profile.transports.is_empty() && !profile.transports.contains(&transport) {
+        let spoken: Vec<&str> = profile.transports.iter().map(|t| t.name()).collect();
+        return Err(format!("profile {} speaks {}, not {transport}", profile.name, spoken.join(", ")));
     }
     if args.concurrency == 0 || args.runs == 0 {
         return Err("--concurrency and --runs must be at least 1".to_string());
@@ -88,11 +91,11 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
         let batch: Vec<u64> = (index..args.cases.min(index + args.concurrency)).collect();
         index += batch.len() as u64;
         let results = run_batch(base, &batch, &bridge)?;
-        for (case, judged) in results {
+        for (case_index, case, judged) in results {
             run_cases += 1;
             wall_ms += judged.wall_ms;
             let verdict = judged.violations.first().map_or("ok".to_string(), |v| format!("[{}]", v.invariant));
-            eprintln!("case {:>4} {} {:>6.1} s {verdict}", case_index(&batch, &case, base), case.token(), judged.wall_ms as f64 / 1000.0);
+            eprintln!("case {case_index:>4} {} {:>6.1} s {verdict}", case.token(), judged.wall_ms as f64 / 1000.0);
             if !judged.violations.is_empty() {
                 failures += 1;
                 report(&case, judged, &bridge, &args, &schema)?;
@@ -107,12 +110,8 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
     Ok(if failures == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-fn case_index(batch: &[u64], case: &Case, base: u64) -> u64 {
-    batch.iter().copied().find(|i| harness::hunt::case_seed(base, *i) == case.seed).unwrap_or(0)
-}
-
 /// Run the cases of `batch` at once, each on a thread of its own.
-fn run_batch(base: u64, batch: &[u64], bridge: &Bridge) -> Result<Vec<(Case, Judged)>, String> {
+fn run_batch(base: u64, batch: &[u64], bridge: &Bridge) -> Result<Vec<(u64, Case, Judged)>, String> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = batch
             .iter()
@@ -120,7 +119,7 @@ fn run_batch(base: u64, batch: &[u64], bridge: &Bridge) -> Result<Vec<(Case, Jud
                 scope.spawn(move || {
                     let case = live::case(base, index);
                     let judged = live::run(&case, bridge, &McpSchema::new()).map_err(|e| e.0)?;
-                    Ok((case, judged))
+                    Ok((index, case, judged))
                 })
             })
             .collect();

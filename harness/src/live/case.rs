@@ -50,22 +50,14 @@ pub struct Ran {
     pub wall_ms: u64,
 }
 
-/// The scheduling slack of a live run's timing verdicts, with a bridge's own on top.
-pub fn spec_of(scenario: &RelayScenario, profile: &Profile, horizon_ms: u64) -> Value {
-    let spec = Spec::new(&scenario.timing, 1, 0);
-    let call_timeout_ms = match profile.deadline {
-        Deadline::Scenario => spec.call_timeout_ms,
+/// The per-call deadline the timing verdicts hold the bridge to: its profile's.
+fn call_timeout_ms(scenario: &RelayScenario, profile: &Profile, horizon_ms: u64) -> u64 {
+    match profile.deadline {
+        Deadline::Scenario => Spec::new(&scenario.timing, 1, 0).call_timeout_ms,
         Deadline::Ms(ms) => ms,
         // No deadline by design: nothing is late before the client leaves.
         Deadline::None => horizon_ms,
-    };
-    json!({
-        "call_timeout_ms": call_timeout_ms,
-        "sweep_period_ms": (call_timeout_ms / 3).clamp(500, 5_000),
-        "slack_ms": profile.slack_ms,
-        "horizon_ms": horizon_ms,
-        "sse_idle_ms": scenario.timing.sse_idle_ms,
-    })
+    }
 }
 
 /// Run one case of `scenario` (seeded by `seed`) against `bridge`.
@@ -92,19 +84,18 @@ async fn drive(
     clock: LiveClock,
 ) -> Result<Vec<u8>, NotRun> {
     announce(host::SIM);
-    let spec = spec_of(scenario, &bridge.profile, horizon_ms);
-    let num = |name: &str| spec[name].as_u64().unwrap_or(0);
+    let call_timeout_ms = call_timeout_ms(scenario, &bridge.profile, horizon_ms);
     emit!(
         kind::RUN_SPEC,
         family = "relay",
         engine = "live",
         bridge = %bridge.profile.name,
         transport = %bridge.transport,
-        call_timeout_ms = num("call_timeout_ms"),
-        sweep_period_ms = num("sweep_period_ms"),
-        slack_ms = num("slack_ms"),
+        call_timeout_ms,
+        sweep_period_ms = (call_timeout_ms / 3).clamp(500, 5_000),
+        slack_ms = bridge.profile.slack_ms,
         horizon_ms,
-        sse_idle_ms = num("sse_idle_ms"),
+        sse_idle_ms = scenario.timing.sse_idle_ms,
         bugs = "",
         profile = %scenario.profile.join("+"),
         promises = %super::oracles::promises_field(&bridge.profile),

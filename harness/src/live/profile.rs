@@ -4,6 +4,8 @@
 
 use serde::Deserialize;
 
+use bridge_under_test::relay::relayer::Transport;
+
 use super::oracles;
 
 /// The bridge's own per-call deadline.
@@ -38,7 +40,7 @@ pub struct Profile {
     pub name: String,
     /// The transports it speaks (`relayer`, `sse`, `streamable_http`); the first is the default.
     #[serde(default)]
-    pub transports: Vec<String>,
+    pub transports: Vec<Transport>,
     pub deadline: Deadline,
     /// Where the deadline comes from in its source.
     #[serde(default)]
