@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use bridge_under_test::relay::relayer::Transport;
 use harness::live::profile::Profile;
+use harness::live::speed::Speed;
 use harness::live::{self, Bridge, Case, Judged};
 use harness::schema::McpSchema;
 use harness::trace::Violation;
@@ -50,6 +51,10 @@ pub struct LiveArgs {
     /// Draw the failing (or replayed) case's trace here.
     #[arg(long)]
     html: Option<std::path::PathBuf>,
+    /// Run the bridge's clock K times faster than the wall clock (libfaketime), with the mock
+    /// server, the client and the fault plan scaled to match (default: the profile's, else 1).
+    #[arg(long)]
+    speed: Option<u32>,
 }
 
 pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>, fresh_seed: fn() -> u64) -> Result<ExitCode, String> {
@@ -68,7 +73,11 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
     if args.concurrency == 0 || args.runs == 0 {
         return Err("--concurrency and --runs must be at least 1".to_string());
     }
-    let bridge = Bridge { command: args.bridge.clone(), profile, transport };
+    let speed = Speed::new(args.speed.unwrap_or(profile.speed))?;
+    if speed != Speed::REAL {
+        live::speed::faketime()?;
+    }
+    let bridge = Bridge { command: args.bridge.clone(), profile, transport, speed };
     let schema = McpSchema::new();
     if let Some(token) = &args.replay {
         let seed = live::parse_token(token)?;
@@ -80,7 +89,7 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
         None => fresh_seed(),
     };
     println!(
-        "live: bridge `{}` (profile {}), transport {transport}, base seed {base:#018x}, {} cases, {} at once",
+        "live: bridge `{}` (profile {}), transport {transport}, speed {speed}, base seed {base:#018x}, {} cases, {} at once",
         bridge.command, bridge.profile.name, args.cases, args.concurrency
     );
     let mut failures = 0;
@@ -149,7 +158,7 @@ fn report(case: &Case, judged: Judged, bridge: &Bridge, args: &LiveArgs, schema:
         println!("{}", serde_json::to_string_pretty(&smaller.scenario).unwrap_or_default());
     }
     println!("token: {}", case.token());
-    println!("replay: harness live --bridge {:?} --replay {} --runs 10", bridge.command, case.token());
+    println!("replay: harness live {} --replay {} --runs 10", bridge_flags(bridge, args), case.token());
     write_outputs(case, &judged, args)?;
     let stderr = String::from_utf8_lossy(&judged.stderr);
     if !stderr.trim().is_empty() {
@@ -203,7 +212,7 @@ fn shrink(case: &Case, bridge: &Bridge, budget: usize, invariant: &str, schema: 
 }
 
 fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> Result<ExitCode, String> {
-    println!("live replay: {} against `{}`, {} runs", case.token(), bridge.command, args.runs);
+    println!("live replay: {} against `{}`, speed {}, {} runs", case.token(), bridge.command, bridge.speed, args.runs);
     let mut tally: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
     let mut failed = 0;
     let mut last = None;
@@ -231,6 +240,16 @@ fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> 
         write_outputs(case, &judged, args)?;
     }
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The flags that select `bridge` again: command, profile, transport, speed.
+fn bridge_flags(bridge: &Bridge, args: &LiveArgs) -> String {
+    let mut flags = format!("--bridge {:?}", bridge.command);
+    if let Some(profile) = &args.profile {
+        flags.push_str(&format!(" --profile {profile}"));
+    }
+    flags.push_str(&format!(" --transport {} --speed {}", bridge.transport, bridge.speed.factor()));
+    flags
 }
 
 fn print_violations(violations: &[Violation]) {

@@ -33,25 +33,35 @@ pub fn announce(host: &'static str) {
     tracing::event!(target: HOST_TARGET, Level::INFO, host);
 }
 
-/// The live engine's clock: real milliseconds since a case began. The only place live mode
+/// The live engine's clock: milliseconds since a case began, in the bridge's time (the wall
+/// clock times the speed its libfaketime runs it at, `live::speed`). The only place live mode
 /// reads the wall clock; checkers read `at_ms` from the trace as always.
 #[derive(Debug, Clone, Copy)]
-pub struct LiveClock(std::time::Instant);
+pub struct LiveClock {
+    start: std::time::Instant,
+    speed: u64,
+}
 
 impl LiveClock {
+    /// A clock for a bridge whose time runs `speed` times faster than the wall clock (1: real).
     #[allow(clippy::disallowed_methods)] // live mode's one wall clock (DESIGN.md §6a)
-    pub fn start() -> Self {
-        Self(std::time::Instant::now())
+    pub fn start(speed: u64) -> Self {
+        Self { start: std::time::Instant::now(), speed: speed.max(1) }
     }
 
-    /// Real milliseconds since the case began.
+    /// The bridge's milliseconds since the case began: what the trace is stamped with.
     pub fn ms(&self) -> u64 {
-        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
+        u64::try_from(self.start.elapsed().as_millis().saturating_mul(u128::from(self.speed))).unwrap_or(u64::MAX)
     }
 
-    /// The real instant `ms` after the case began.
-    pub fn at(&self, ms: u64) -> std::time::Instant {
-        self.0 + std::time::Duration::from_millis(ms)
+    /// Wall milliseconds since the case began.
+    pub fn wall_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// The real instant `wall_ms` wall milliseconds after the case began.
+    pub fn at_wall(&self, wall_ms: u64) -> std::time::Instant {
+        self.start + std::time::Duration::from_millis(wall_ms)
     }
 }
 

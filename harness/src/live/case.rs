@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 use super::process::{BridgeProcess, Exit};
 use super::profile::{Deadline, Profile};
 use super::server::{MockServer, ServerParts};
+use super::speed::Speed;
 use crate::family;
 use crate::recorder::{announce, LiveClock, Recorder};
 use crate::relay::faults::{self, NetworkAction, Targets};
@@ -29,6 +30,9 @@ use crate::trace::Trace;
 /// How long the client may take to finish once the process is gone.
 const CLIENT_GRACE: Duration = Duration::from_secs(2);
 
+/// Wall time the case waits for an exit beyond the bridge's exit bound (its CPU at any speed).
+const EXIT_WALL_GRACE_MS: u64 = 1_000;
+
 /// What a live case needs besides its scenario.
 #[derive(Debug, Clone)]
 pub struct Bridge {
@@ -37,6 +41,8 @@ pub struct Bridge {
     pub profile: Profile,
     /// The transport the mock server speaks.
     pub transport: Transport,
+    /// How much faster than the wall clock the bridge's clock runs (libfaketime).
+    pub speed: Speed,
 }
 
 /// Why a case could not be run at all (bad input, not a finding).
@@ -60,9 +66,10 @@ fn call_timeout_ms(scenario: &RelayScenario, profile: &Profile, horizon_ms: u64)
     }
 }
 
-/// Run one case of `scenario` (seeded by `seed`) against `bridge`.
+/// Run one case of `scenario` (seeded by `seed`) against `bridge`. `horizon_ms` and every time in
+/// the trace are the bridge's time; `wall_ms` is the wall clock's.
 pub fn run(scenario: &RelayScenario, seed: u64, horizon_ms: u64, bridge: &Bridge) -> Result<Ran, NotRun> {
-    let clock = LiveClock::start();
+    let clock = LiveClock::start(bridge.speed.factor());
     let recorder = Recorder::live(clock);
     let stderr = tracing::subscriber::with_default(recorder.subscriber(), || {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -72,7 +79,7 @@ pub fn run(scenario: &RelayScenario, seed: u64, horizon_ms: u64, bridge: &Bridge
         let local = tokio::task::LocalSet::new();
         local.block_on(&runtime, drive(scenario, seed, horizon_ms, bridge, &recorder, clock))
     })?;
-    Ok(Ran { trace: Trace { events: recorder.take() }, stderr, wall_ms: clock.ms() })
+    Ok(Ran { trace: Trace { events: recorder.take() }, stderr, wall_ms: clock.wall_ms() })
 }
 
 async fn drive(
@@ -84,6 +91,7 @@ async fn drive(
     clock: LiveClock,
 ) -> Result<Vec<u8>, NotRun> {
     announce(host::SIM);
+    let speed = bridge.speed;
     let call_timeout_ms = call_timeout_ms(scenario, &bridge.profile, horizon_ms);
     emit!(
         kind::RUN_SPEC,
@@ -93,17 +101,21 @@ async fn drive(
         transport = %bridge.transport,
         call_timeout_ms,
         sweep_period_ms = (call_timeout_ms / 3).clamp(500, 5_000),
-        slack_ms = bridge.profile.slack_ms,
+        slack_ms = bridge.profile.slack_ms * speed.factor(),
         horizon_ms,
+        speed = speed.factor(),
         sse_idle_ms = scenario.timing.sse_idle_ms,
         bugs = "",
         profile = %scenario.profile.join("+"),
         promises = %super::oracles::promises_field(&bridge.profile),
         exit_within_ms = bridge.profile.exit_within_ms
     );
+    // The harness's side runs by the wall clock: the scenario with every duration divided by
+    // the speed. The bridge gets its timing in its own time.
+    let fast = speed.harness_side(scenario);
     let knobs = RelayerKnobs::shared();
     let parts = ServerParts {
-        config: relayer_config(scenario, seed),
+        config: relayer_config(&fast, seed),
         knobs: knobs.clone(),
         durable: Arc::new(Mutex::new(Durable::default())),
         transport: bridge.transport,
@@ -112,7 +124,11 @@ async fn drive(
     let server = MockServer::start(parts, recorder.clone()).map_err(|e| NotRun(format!("the mock server did not start: {e}")))?;
     let url = server.url();
     let env = bridge_env(scenario, seed, &bridge.profile);
-    let (mut process, stdin, stdout) = BridgeProcess::start(&bridge.command, &url, &env)
+    let wrapper = match speed {
+        Speed::REAL => None,
+        _ => Some((super::speed::faketime().map_err(NotRun)?, speed.faketime_spec())),
+    };
+    let (mut process, stdin, stdout) = BridgeProcess::start(&bridge.command, &url, &env, wrapper)
         .map_err(|e| NotRun(format!("cannot start `{}`: {e}", bridge.command)))?;
     let fields = vec![
         ("command".to_string(), Value::from(bridge.command.as_str())),
@@ -122,12 +138,15 @@ async fn drive(
     ];
     recorder.record(host::BRIDGE, kind::PROCESS_START, fields);
     let close_stdin = Arc::new(Notify::new());
-    let client = start_client(scenario, seed, recorder, close_stdin.clone(), stdin, stdout);
-    let targets = Targets { knobs: &knobs, close_stdin: &close_stdin, script: &scenario.script };
-    let deadline = clock.at(horizon_ms + bridge.profile.exit_within_ms);
+    let client = start_client(&fast, seed, recorder, close_stdin.clone(), stdin, stdout);
+    let targets = Targets { knobs: &knobs, close_stdin: &close_stdin, script: &fast.script };
+    // The exit bound is the bridge's time; a second of wall time on top for its CPU, which
+    // faketime does not speed up.
+    let wall = |ms: u64| ms.div_ceil(speed.factor());
+    let deadline = clock.at_wall(wall(horizon_ms) + wall(bridge.profile.exit_within_ms) + EXIT_WALL_GRACE_MS);
     // The process may exit before the fault plan is over (stdin closed early, or a crash).
     let exited = {
-        let faults = apply_faults(scenario, &targets, &server, clock);
+        let faults = apply_faults(&fast, &targets, &server, clock);
         tokio::pin!(faults);
         let mut faults_done = false;
         loop {
@@ -241,11 +260,11 @@ fn start_client(
     finished
 }
 
-/// Apply the fault plan by the wall clock, then heal.
+/// Apply the fault plan (the harness side's, in wall milliseconds) by the wall clock, then heal.
 async fn apply_faults(scenario: &RelayScenario, targets: &Targets<'_>, server: &MockServer, clock: LiveClock) {
     let schedule = family::schedule(&scenario.faults, |fault| fault.window(&scenario.script));
     for scheduled in schedule {
-        tokio::time::sleep_until(clock.at(scheduled.at_ms).into()).await;
+        tokio::time::sleep_until(clock.at_wall(scheduled.at_ms).into()).await;
         let fault = &scenario.faults[scheduled.fault];
         match faults::act(fault, scheduled.phase, targets) {
             Some(NetworkAction::Bounce) => server.restart(),

@@ -7,13 +7,15 @@
 //! - `server.rs`: the mock server on 127.0.0.1, restartable;
 //! - `process.rs`: the bridge process and its process group;
 //! - `profile.rs`: what a bridge does by design, from a profile file;
-//! - `oracles.rs`: which oracles judge a live trace.
+//! - `oracles.rs`: which oracles judge a live trace;
+//! - `speed.rs`: time compression (the bridge under libfaketime, the harness's side scaled).
 
 pub mod case;
 pub mod oracles;
 pub mod process;
 pub mod profile;
 pub mod server;
+pub mod speed;
 
 use proptest::strategy::{Strategy, ValueTree};
 

@@ -29,11 +29,24 @@ pub struct Exit {
 }
 
 impl BridgeProcess {
-    /// Start `command` (`{url}` replaced by the server's URL) with `env` added; its stdin and
-    /// stdout are handed back for the client. An error says why it could not start.
-    pub fn start(command: &str, url: &str, env: &[(String, String)]) -> std::io::Result<(Self, ChildStdin, ChildStdout)> {
+    /// Start `command` (`{url}` replaced by the server's URL) with `env` added, under `faketime`
+    /// with its specification when `faketime` is given; its stdin and stdout are handed back for
+    /// the client. An error says why it could not start.
+    pub fn start(
+        command: &str,
+        url: &str,
+        env: &[(String, String)],
+        faketime: Option<(std::path::PathBuf, String)>,
+    ) -> std::io::Result<(Self, ChildStdin, ChildStdout)> {
         let line = command.replace("{url}", url);
-        let mut cmd = Command::new("sh");
+        let mut cmd = match faketime {
+            Some((wrapper, spec)) => {
+                let mut cmd = Command::new(wrapper);
+                cmd.arg("-f").arg(spec).arg("sh");
+                cmd
+            }
+            None => Command::new("sh"),
+        };
         cmd.arg("-c")
             .arg(&line)
             .env("MCP_SERVER_URL", url)

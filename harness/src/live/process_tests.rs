@@ -19,7 +19,7 @@ fn short_scenario() -> RelayScenario {
 fn bridge(command: &str) -> Bridge {
     let mut profile = Profile::unknown();
     profile.exit_within_ms = 500;
-    Bridge { command: command.to_string(), profile, transport: Default::default() }
+    Bridge { command: command.to_string(), profile, transport: Default::default(), speed: crate::live::speed::Speed::REAL }
 }
 
 fn field(trace: &Trace, kind: &str, name: &str) -> String {

@@ -60,6 +60,10 @@ pub struct Profile {
     pub env: Vec<(String, String)>,
     #[serde(default)]
     pub promises: Vec<Promise>,
+    /// The speed (libfaketime) at which its verdicts were measured to match real time: the
+    /// default of `--speed` for this bridge. 1 (real time) when absent.
+    #[serde(default = "real_time")]
+    pub speed: u32,
 }
 
 fn exit_within_ms() -> u64 {
@@ -68,6 +72,10 @@ fn exit_within_ms() -> u64 {
 
 fn slack_ms() -> u64 {
     500
+}
+
+fn real_time() -> u32 {
+    1
 }
 
 impl Profile {
@@ -84,6 +92,7 @@ impl Profile {
             bearer: false,
             env: Vec::new(),
             promises: Vec::new(),
+            speed: real_time(),
         }
     }
 
@@ -96,6 +105,7 @@ impl Profile {
     }
 
     fn validate(&self) -> Result<(), String> {
+        super::speed::Speed::new(self.speed).map_err(|e| format!("speed: {e}"))?;
         for promise in &self.promises {
             if oracles::UNIVERSAL.contains(&promise.oracle.as_str()) {
                 return Err(format!(
