@@ -127,7 +127,44 @@ impl<'a> Facts<'a> {
         };
         facts.match_replies();
         facts.stories = Stories::new(&facts);
+        if facts.uncross_answers() {
+            facts.stories = Stories::new(&facts);
+        }
         facts
+    }
+
+    /// Requests of one id outstanding together at the client (an id reused as its answer
+    /// arrives, then again while the bridge still works on it) are told apart by what answered
+    /// them, not by their order: the client's order alone cannot say which of them the bridge
+    /// read as the duplicate. Where request `n` read the relayer's reply to request `m` of the
+    /// same id, and `m` did not, the two swap answers and, with them, which was the duplicate.
+    /// Whether any answers were swapped (the stories are then drawn again).
+    fn uncross_answers(&mut self) -> bool {
+        let mut swapped = false;
+        for n in 0..self.requests.len() {
+            let Some(answer) = self.requests[n].answered.clone() else { continue };
+            if Self::relayer_sent(&self.stories.of[n], &answer.msg).is_some() {
+                continue;
+            }
+            let id = &self.requests[n].id;
+            let other = (0..self.requests.len()).find(|&m| {
+                let request = &self.requests[m];
+                m != n
+                    && request.id == *id
+                    && Self::relayer_sent(&self.stories.of[m], &answer.msg).is_some()
+                    && request.answered.as_ref().is_none_or(|own| Self::relayer_sent(&self.stories.of[m], &own.msg).is_none())
+            });
+            if let Some(m) = other {
+                let (first, second) = (n.min(m), n.max(m));
+                let (head, tail) = self.requests.split_at_mut(second);
+                let (a, b) = (&mut head[first], &mut tail[0]);
+                std::mem::swap(&mut a.answered, &mut b.answered);
+                std::mem::swap(&mut a.dup, &mut b.dup);
+                std::mem::swap(&mut a.local, &mut b.local);
+                swapped = true;
+            }
+        }
+        swapped
     }
 
     /// Pair each reply the client read with the oldest outstanding request of its id.

@@ -96,7 +96,7 @@ impl Facts<'_> {
     }
 
     /// The relayer reply a message the client read equals, if any.
-    fn relayer_sent<'s>(story: &'s Story, msg: &Value) -> Option<&'s Sent> {
+    pub(super) fn relayer_sent<'s>(story: &'s Story, msg: &Value) -> Option<&'s Sent> {
         story.sent.iter().find(|sent| same_reply(&sent.msg, msg))
     }
 }

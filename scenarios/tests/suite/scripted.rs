@@ -506,6 +506,23 @@ fn the_next_notification_of_a_method_is_no_retry_of_one_refused_for_good() {
     assert!(next.zip(refused).is_some_and(|((next_ms, status), (refused_ms, _))| status == 202 && next_ms > refused_ms), "step 9 was not accepted after step 8's refusal: {next:?}");
 }
 
+// Goal: requests of one id outstanding together at the client are told apart by what answered
+// them. Method: replay the case the 20-seed soak reported (relay seed 0x4b1b42cdeeb97268, case
+// 133, token v1.relay.none.422a2bc06fcf6136, shrunk): the client reuses id "r7" for a recall
+// (a7) in the very millisecond it reads the answer to its `tools/list` r7, and again for an
+// analyze (a8) while a7 is in flight. The bridge had written the list's answer before it read
+// a7, so it took a7 as new and refused a8 as the duplicate: right. The checker paired by order,
+// gave the refusal to a7 and a7's reply to a8, and reported a reply delivered to another request.
+#[test]
+fn an_id_reused_as_its_answer_arrives_is_told_apart_by_its_answer() {
+    let outcome = race("relay_id_reused_as_its_answer_arrives");
+    assert_eq!(outcome.violations, vec![]);
+    let received = events(&outcome, kind::MCP_RECV);
+    let r7: Vec<String> = received.iter().filter(|e| e.text("msg").contains(r#""id":"r7""#)).map(|e| e.text("msg")).collect();
+    assert_eq!(r7.len(), 3, "the list's answer, the refusal of the duplicate and the recall's answer: {r7:#?}");
+    assert!(r7[1].contains("still in flight") && r7[2].contains("recall a7"), "the race this case keeps did not happen: {r7:#?}");
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
@@ -544,6 +561,7 @@ fn mutants_gate_relay() {
         "relay_notes_stranded_by_a_refused_initialize",
         "relay_handshake_left_after_a_refused_initialize",
         "relay_post_retries_false_alarm",
+        "relay_id_reused_as_its_answer_arrives",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
