@@ -2264,6 +2264,26 @@ fn client_order_kept_holds_each_session_to_the_clients_write_order() {
     let mut overtaken = written();
     overtaken.extend([note_post(30, 202), call_post(40, 202)]);
     assert_one(&run(order_checks::client_order_kept, overtaken), "client_order_kept", 5, "tools/call id 1 reached the relayer after notifications/roots/list_changed (step 2)");
+    // A POST accepted and then refused as not initialized delivered nothing: the bridge
+    // initializes (with the client's own params, so the relayer logs the client's id) and sends
+    // the call again, in order (live token live.v1.relay.none.955f6d10ee0ca8e4 at --speed 10).
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
+    let not_initialized = json!({"jsonrpc": "2.0", "id": "relay-1", "error": {"code": bridge_under_test::relay::relayer::NOT_INITIALIZED, "message": "session not initialized"}});
+    let resent = vec![
+        std_spec(),
+        stream_open(0, "s1"),
+        send(5, &initialize),
+        send(10, &call),
+        call_post(30, 202),
+        reply_sent(30, "1", "a1", &not_initialized),
+        http_post(31, "\"relay-init-1\"", "0", "initialize", "", 202),
+        call_post(40, 202),
+    ];
+    assert_clean(&run(order_checks::client_order_kept, resent.clone()));
+    // Had the relayer served that first POST, the call overtook the `initialize`.
+    let mut served = resent;
+    served.remove(5);
+    assert_one(&run(order_checks::client_order_kept, served), "client_order_kept", 5, "initialize id 0 reached the relayer after tools/call id 1");
 }
 
 #[test]

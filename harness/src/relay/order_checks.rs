@@ -18,16 +18,22 @@ use crate::trace::Violation;
 /// One accepted arrival: the relayer's `http.post` index, the client's write index, a label.
 type Arrival = (usize, usize, String);
 
-/// On each session, the client messages the relayer accepted (2xx) arrive in the client's write
-/// order: requests by their story (which POST carried which request), notifications by the step
+/// On each session, the client messages the relayer accepted (2xx) and served arrive in the
+/// client's write order: requests by their story (which POST carried which request), notifications by the step
 /// the client stamped in their `_meta` and the relayer logged (`http.post note=`). The bridge's
 /// own `initialize` and `notifications/initialized` are not the client's and are not judged.
 pub fn client_order_kept(facts: &Facts<'_>) -> Vec<Violation> {
     let mut arrivals: BTreeMap<String, Vec<Arrival>> = BTreeMap::new();
     for (request, story) in facts.requests.iter().zip(&facts.stories.of) {
         let label = || format!("{} id {}", request.method, request.id.as_deref().unwrap_or("?"));
-        for post in story.posts.iter().filter(|p| (200..300).contains(&p.status)) {
-            arrivals.entry(post.session.clone()).or_default().push((post.index, request.index, label()));
+        for (k, post) in story.posts.iter().enumerate().filter(|(_, p)| (200..300).contains(&p.status)) {
+            // A POST the relayer accepted and then refused to serve (the session was not yet
+            // initialized) delivered nothing: the bridge sends it again, and that is its arrival.
+            let next = story.posts.get(k + 1).map_or(usize::MAX, |p| p.index);
+            let refused = story.refusals.iter().any(|(index, _, session)| *session == post.session && (post.index..next).contains(index));
+            if !refused {
+                arrivals.entry(post.session.clone()).or_default().push((post.index, request.index, label()));
+            }
         }
     }
     let mut notes: BTreeMap<String, (usize, String)> = BTreeMap::new();
