@@ -360,6 +360,41 @@ pub struct ClientScript {
     /// do; MCP lets any request carry `_meta`, and a bridge forwards params untouched.
     #[serde(default, skip_serializing_if = "is_default")]
     pub stamp_ids: bool,
+    /// The client declares the `roots` capability and answers what a server asks it (`ping`,
+    /// `roots/list`; anything else is a method it does not have), as an IDE does. The live
+    /// engine's clients do; in the simulation no server asks anything.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub answers_server: bool,
+}
+
+/// The roots the client offers when a server asks (`roots/list`).
+pub fn roots() -> Value {
+    json!({"roots": [{"uri": "file:///work/project", "name": "project"}]})
+}
+
+/// The client's answer to a request the server sent it (`None` for anything but a request).
+pub fn answer_server(msg: &Value) -> Option<Value> {
+    let (Some(method), Some(id)) = (msg.get("method").and_then(Value::as_str), msg.get("id")) else { return None };
+    let body = match method {
+        "ping" => json!({"result": {}}),
+        "roots/list" => json!({"result": roots()}),
+        _ => json!({"error": {"code": -32601, "message": format!("Method not found: {method}")}}),
+    };
+    let mut answer = json!({"jsonrpc": "2.0", "id": id});
+    if let (Some(answer), Some(body)) = (answer.as_object_mut(), body.as_object()) {
+        answer.extend(body.clone());
+    }
+    Some(answer)
+}
+
+/// An `initialize` line that declares the `roots` capability.
+fn declaring_roots(line: String) -> String {
+    let Ok(mut msg) = serde_json::from_str::<Value>(&line) else { return line };
+    if msg.get("method").and_then(Value::as_str) != Some("initialize") {
+        return line;
+    }
+    msg["params"]["capabilities"]["roots"] = json!({"listChanged": false});
+    msg.to_string()
 }
 
 /// `line` with its id in `params._meta`, when it is a request.
@@ -382,14 +417,28 @@ pub async fn run(
     seed: u64,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut rng = SimRng::new(seed);
-    let ClientEnds { mut stdin, stdout } = ends;
+    let ClientEnds { stdin, stdout } = ends;
+    // Shared with the reader, which answers the server's requests; an uncontended lock is ready
+    // at once, so a client that never answers runs exactly as if it owned stdin alone.
+    let stdin = Rc::new(futures_util::lock::Mutex::new(stdin));
     let owed = Rc::new(Owed::default());
     let reader_owed = owed.clone();
+    let (reader_stdin, answers) = (stdin.clone(), script.answers_server);
+    let mut reader_rng = SimRng::new(seed ^ 0x5e4e_e2a5);
     let reader = tokio::task::spawn_local(async move {
         let mut lines = BufReader::new(stdout).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             emit!(kind::MCP_RECV, msg = %line);
             reader_owed.settle(&line);
+            let answer = serde_json::from_str::<Value>(&line).ok().filter(|_| answers).and_then(|msg| answer_server(&msg));
+            if let Some(answer) = answer {
+                let text = answer.to_string();
+                emit!(kind::MCP_SEND, msg = %text, malformed = false);
+                let mut stdin = reader_stdin.lock().await;
+                if stdio::write_chopped(&mut stdin, format!("{text}\n").as_bytes(), &mut reader_rng).await.is_err() {
+                    break;
+                }
+            }
         }
     });
     let start = seam::now();
@@ -419,8 +468,9 @@ pub async fn run(
         }
         let line = step.line(action);
         let line = if script.stamp_ids && !step.op.malformed() { stamped(line) } else { line };
+        let line = if script.answers_server { declaring_roots(line) } else { line };
         emit!(kind::MCP_SEND, msg = %line, malformed = step.op.malformed());
-        stdio::write_chopped(&mut stdin, format!("{line}\n").as_bytes(), &mut rng).await?;
+        stdio::write_chopped(&mut *stdin.lock().await, format!("{line}\n").as_bytes(), &mut rng).await?;
     }
     if reason == "end" {
         tokio::select! {
@@ -429,7 +479,9 @@ pub async fn run(
         }
     }
     emit!(kind::CLIENT_EOF, reason);
-    stdin.shutdown().await?;
+    stdin.lock().await.shutdown().await?;
+    // Closing stdin: the reader's handle stays until it ends, so end it through the lock's
+    // owner (the reader answers nothing once stdin is shut down).
     drop(stdin);
     reader.await?;
     Ok(())

@@ -302,6 +302,10 @@ impl App {
         let mut result = jsonrpc::initialize_result(msg, "mock-relayer", "1.0.0");
         if self.0.transport != Transport::Relayer {
             result["protocolVersion"] = json!(negotiate(msg));
+            // What the server may send unasked (`RelayerKnobs::server_notes`): log messages and
+            // tool list changes.
+            result["capabilities"]["logging"] = json!({});
+            result["capabilities"]["tools"]["listChanged"] = json!(true);
         }
         result
     }

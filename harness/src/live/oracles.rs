@@ -23,6 +23,7 @@ pub const UNIVERSAL: &[&str] = &[
     "sessions_initialized",
     "schema_valid",
     "user_outcomes",
+    "server_messages_delivered",
     STDOUT_ONLY_JSONRPC,
     LIVES_UNTIL_STDIN_CLOSES,
     EXITS_AFTER_STDIN_CLOSES,

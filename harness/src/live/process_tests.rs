@@ -12,7 +12,7 @@ use crate::trace::Trace;
 /// One ping at 100 ms; the client closes stdin at 600 ms.
 fn short_scenario() -> RelayScenario {
     let timing = Timing { slowest_tool_ms: 1_000, deadline_margin_ms: 500, sse_idle_ms: 2_000, ..Timing::default() };
-    let script = ClientScript { steps: vec![Step::new(100, 1, Op::Ping)], end_at_ms: 600, stamp_ids: true };
+    let script = ClientScript { steps: vec![Step::new(100, 1, Op::Ping)], end_at_ms: 600, stamp_ids: true, answers_server: true };
     RelayScenario { bugs: Default::default(), timing, script, faults: Vec::new(), profile: Vec::new() }
 }
 

@@ -15,6 +15,7 @@ use super::{admission_checks, handshake_checks, outcome_checks};
 use super::{order_checks, retry_checks};
 use super::story::Stories;
 use super::stream_checks;
+use super::traffic_checks;
 use super::wire;
 
 /// The checkers, by name: `(name, function)`.
@@ -51,6 +52,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("client_order_kept", order_checks::client_order_kept),
     ("requests_posted_promptly", order_checks::requests_posted_promptly),
     ("requests_admissible", admission_checks::requests_admissible),
+    ("server_messages_delivered", traffic_checks::server_messages_delivered),
 ];
 
 pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
@@ -147,10 +149,17 @@ impl<'a> Facts<'a> {
                 continue;
             }
             let id = &self.requests[n].id;
+            // Outstanding together: the later of the two was written before the earlier one's
+            // answer was read.
+            let together = |m: usize| {
+                let (first, second) = (&self.requests[n.min(m)], &self.requests[n.max(m)]);
+                first.answered.as_ref().is_none_or(|a| second.index < a.index)
+            };
             let other = (0..self.requests.len()).find(|&m| {
                 let request = &self.requests[m];
                 m != n
                     && request.id == *id
+                    && together(m)
                     && Self::relayer_sent(&self.stories.of[m], &answer.msg).is_some()
                     && request.answered.as_ref().is_none_or(|own| Self::relayer_sent(&self.stories.of[m], &own.msg).is_none())
             });

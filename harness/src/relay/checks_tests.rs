@@ -844,6 +844,7 @@ fn checkers_table_lists_the_relay_invariants() {
             "client_order_kept",
             "requests_posted_promptly",
             "requests_admissible",
+            "server_messages_delivered",
         ]
     );
 }
@@ -2429,4 +2430,47 @@ fn a_streamable_http_answer_counts_as_accepted() {
     assert_eq!(crate::relay::story::post_status(&answered), 202);
     let refused = r_post(5, "s1", "1", "tools/call", "a1", 400);
     assert_eq!(crate::relay::story::post_status(&refused), 400);
+}
+
+#[test]
+fn server_messages_delivered_follows_a_server_request_to_the_client_and_its_answer_back() {
+    use crate::relay::faults::ServerMessage;
+    use crate::relay::traffic_checks::server_messages_delivered;
+    let ping = ServerMessage::Ping.message(100);
+    let sent = relayer(100, kind::REPLY_SENT, &[
+        ("id", json!("")),
+        ("session", json!("s1")),
+        ("stream", json!("get-1")),
+        ("msg", json!(ping.to_string())),
+    ]);
+    let open = relayer(50, kind::STREAM_OPEN, &[("session", json!("s1")), ("stream", json!("get-1"))]);
+    // The bridge renumbers the request on its way to the client; its `_meta` names it.
+    let mut forwarded = ping.clone();
+    forwarded["id"] = json!(7);
+    let answer = json!({"jsonrpc": "2.0", "id": 7, "result": {}});
+    let answer_post = |status: u64| http_post(130, "\"srv-100\"", "\"srv-100\"", "", "", status);
+    let base = || vec![std_spec(), open.clone(), sent.clone()];
+    let mut delivered = base();
+    delivered.extend([recv(110, &forwarded), send(111, &answer), answer_post(202)]);
+    assert_clean(&run(server_messages_delivered, delivered.clone()));
+    // The client never read it, on a stream open to the end.
+    assert_one(&run(server_messages_delivered, base()), "server_messages_delivered", 2, "the server sent ping at 100 ms on s1 (open until the end), but the client never read it");
+    // Read and answered, but the answer never reached the server.
+    let mut lost = base();
+    lost.extend([recv(110, &forwarded), send(111, &answer)]);
+    assert_one(&run(server_messages_delivered, lost), "server_messages_delivered", 4, "no POST of the answer reached the server");
+    // The answer's POST refused where it arrived: the fault destroyed it.
+    let mut refused = base();
+    refused.extend([recv(110, &forwarded), send(111, &answer), answer_post(401)]);
+    assert_clean(&run(server_messages_delivered, refused));
+    // The stream carrying it closed just after it was written: nothing could carry it.
+    let mut cut = base();
+    cut.push(relayer(105, kind::STREAM_CLOSE, &[("session", json!("s1")), ("stream", json!("get-1")), ("by", json!("relayer"))]));
+    assert_clean(&run(server_messages_delivered, cut));
+    // A notification is matched by its content.
+    let log = ServerMessage::Log.message(100);
+    let mut note = vec![std_spec(), open.clone(), relayer(100, kind::REPLY_SENT, &[("id", json!("")), ("session", json!("s1")), ("stream", json!("get-1")), ("msg", json!(log.to_string()))])];
+    assert_one(&run(server_messages_delivered, note.clone()), "server_messages_delivered", 2, "notifications/message");
+    note.push(recv(120, &log));
+    assert_clean(&run(server_messages_delivered, note));
 }

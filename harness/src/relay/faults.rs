@@ -52,6 +52,42 @@ pub enum RelayFault {
     /// proxy or load balancer dropping connections, before the relayer read the POST (nothing
     /// runs) or after it admitted it (`after_admit`: it runs; only its answer is lost).
     PostReset { at_ms: u64, for_ms: u64, after_admit: bool },
+    /// Not a fault but traffic a real server starts: a notification or a request to the client,
+    /// sent on every open session's stream (the standard transports: a Streamable HTTP session's
+    /// GET stream, an HTTP+SSE session's stream; the relay API has none). Live cases draw it.
+    ServerMessage { at_ms: u64, message: ServerMessage },
+}
+
+/// What a server sends a client unasked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerMessage {
+    /// `notifications/message` (the server declares `logging`).
+    Log,
+    /// `notifications/tools/list_changed` (the server declares `tools.listChanged`).
+    ToolsListChanged,
+    /// A `ping` request: the client answers it.
+    Ping,
+    /// A `roots/list` request (the live client declares `roots`): the client answers its roots.
+    RootsList,
+}
+
+/// The key in a server request's `params._meta` that names it, so its answer is matched at the
+/// server however a bridge renumbers it on the way to the client and back.
+pub const SERVER_ID_META: &str = "sim.relay/serverId";
+
+impl ServerMessage {
+    /// The JSON-RPC message sent at `at_ms` (a request's id is `srv-<at_ms>`).
+    pub fn message(self, at_ms: u64) -> serde_json::Value {
+        use serde_json::json;
+        let id = format!("srv-{at_ms}");
+        match self {
+            Self::Log => json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "logger": "mock", "data": format!("note at {at_ms} ms")}}),
+            Self::ToolsListChanged => json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+            Self::Ping => json!({"jsonrpc": "2.0", "id": id, "method": "ping", "params": {"_meta": {SERVER_ID_META: id}}}),
+            Self::RootsList => json!({"jsonrpc": "2.0", "id": id, "method": "roots/list", "params": {"_meta": {SERVER_ID_META: id}}}),
+        }
+    }
 }
 
 /// The kinds, for swarm profiles (which kinds a seed turns on).
@@ -88,6 +124,7 @@ impl RelayFault {
             Self::LinkHold { .. } => "link_hold",
             Self::StdinEof { .. } => "stdin_eof",
             Self::PostReset { .. } => "post_reset",
+            Self::ServerMessage { .. } => "server_message",
         }
     }
 
@@ -106,9 +143,10 @@ impl RelayFault {
             | Self::LinkHold { at_ms, for_ms }
             | Self::StreamFlap { at_ms, for_ms, .. }
             | Self::PostReset { at_ms, for_ms, .. } => (*at_ms, Some(at_ms + for_ms)),
-            Self::StreamEof { at_ms } | Self::RelayerBounce { at_ms } | Self::StdinEof { at_ms } => {
-                (*at_ms, None)
-            }
+            Self::StreamEof { at_ms }
+            | Self::RelayerBounce { at_ms }
+            | Self::StdinEof { at_ms }
+            | Self::ServerMessage { at_ms, .. } => (*at_ms, None),
         }
     }
 }
@@ -181,6 +219,7 @@ pub fn act(fault: &RelayFault, phase: Phase, targets: &Targets<'_>) -> Option<Ne
         RelayFault::LinkHold { .. } => network = Some(NetworkAction::Release),
         RelayFault::StdinEof { .. } => targets.close_stdin.notify_one(),
         RelayFault::PostReset { after_admit, .. } => knobs.reset_posts = on.then_some(*after_admit),
+        RelayFault::ServerMessage { at_ms, message } => knobs.push_server_note(message.message(*at_ms)),
     }
     knobs.notify();
     network

@@ -12,6 +12,7 @@ pub mod retry_checks;
 pub mod story;
 pub mod strategy;
 pub mod stream_checks;
+pub mod traffic_checks;
 pub mod wire;
 
 use std::sync::{Arc, Mutex};

@@ -7,7 +7,7 @@ use bridge_under_test::relay::RelayBugs;
 use proptest::prelude::*;
 use proptest::sample::Index;
 
-use super::faults::{RelayFault, KINDS};
+use super::faults::{RelayFault, ServerMessage, KINDS};
 use super::{RelayScenario, Spec, Timing};
 
 /// Simulator parameters the relay family uses with a timing: the coarsest tick that keeps every
@@ -190,8 +190,20 @@ static LIVE_KINDS: std::sync::LazyLock<Vec<&'static str>> =
 /// A relay scenario for a live case: compressed timing only (production deadlines are minutes
 /// of real time), the fault kinds the live engine carries out, and a client that completes its
 /// handshake first.
+///
+/// The traffic a real server starts (`RelayFault::ServerMessage`: notifications and requests to
+/// the client, while the client's steps run) is drawn after the rest, so a live token names the
+/// same workload and faults it named before the traffic was added.
 pub fn live_scenario() -> impl Strategy<Value = RelayScenario> {
-    scenario_of(RelayBugs::default(), compressed().boxed(), &LIVE_KINDS, true)
+    let message = prop::sample::select(vec![ServerMessage::Log, ServerMessage::ToolsListChanged, ServerMessage::Ping, ServerMessage::RootsList]);
+    let traffic = prop::collection::vec((1..=1_000u64, message), 0..=4);
+    (scenario_of(RelayBugs::default(), compressed().boxed(), &LIVE_KINDS, true), traffic).prop_map(|(mut scenario, traffic)| {
+        let span_ms = scenario.script.steps.last().map_or(0, |s| s.at_ms);
+        for (permille, message) in traffic {
+            scenario.faults.push(RelayFault::ServerMessage { at_ms: span_ms * permille / 1_000, message });
+        }
+        scenario
+    })
 }
 
 fn scenario_of(bugs: RelayBugs, timing: BoxedStrategy<Timing>, kinds: &'static [&'static str], live: bool) -> impl Strategy<Value = RelayScenario> {
@@ -209,7 +221,7 @@ fn scenario_of(bugs: RelayBugs, timing: BoxedStrategy<Timing>, kinds: &'static [
     })
     .prop_map(move |(timing, steps, faults, profile)| {
         let end_at_ms = end_at_ms(&timing, &steps, &faults);
-        RelayScenario { bugs, timing, script: ClientScript { steps, end_at_ms, stamp_ids: live }, faults, profile }
+        RelayScenario { bugs, timing, script: ClientScript { steps, end_at_ms, stamp_ids: live, answers_server: live }, faults, profile }
     })
 }
 
@@ -237,4 +249,24 @@ pub fn end_at_ms(timing: &Timing, steps: &[Step], faults: &[RelayFault]) -> u64 
         .unwrap_or(0);
     let last_step = steps.last().map_or(0, |s| s.at_ms);
     last_step.max(latest_fault) + spec.call_timeout_ms + 2 * spec.sweep_period_ms + 2_000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hunt::tree_of;
+
+    #[test]
+    fn server_traffic_is_drawn_after_the_rest_so_live_tokens_keep_their_workload() {
+        let mut with_traffic = 0;
+        for seed in 0..64 {
+            let core = tree_of(seed, scenario_of(RelayBugs::default(), compressed().boxed(), &LIVE_KINDS, true).boxed()).current();
+            let mut live = tree_of(seed, live_scenario().boxed()).current();
+            let before = live.faults.len();
+            live.faults.retain(|f| !matches!(f, RelayFault::ServerMessage { .. }));
+            with_traffic += usize::from(before > live.faults.len());
+            assert_eq!(live, core, "seed {seed}: the workload or faults changed");
+        }
+        assert!(with_traffic > 32, "only {with_traffic} of 64 cases carry server traffic");
+    }
 }

@@ -1,0 +1,123 @@
+//! The traffic a server starts: its notifications and its requests to the client (live cases
+//! draw them, `RelayFault::ServerMessage`; the standard transports carry them). A bridge that
+//! drops them breaks every feature built on them (log streams, tool-list refreshes, `roots`,
+//! sampling); one that loses the client's answer leaves the server's request hanging.
+
+use bridge_under_test::events::{host, kind};
+use serde_json::Value;
+
+use super::checks::Facts;
+use super::faults::SERVER_ID_META;
+use crate::check::{capped, message};
+use crate::trace::Violation;
+
+/// One message the server wrote unasked: where, when, on which stream connection.
+struct Sent {
+    index: usize,
+    at_ms: u64,
+    session: String,
+    stream: String,
+    msg: Value,
+    method: String,
+}
+
+/// The id a server request carries in its `_meta` (a JSON pointer's escaping of the key).
+fn server_id(msg: &Value) -> Option<&Value> {
+    msg.get("params")?.get("_meta")?.get(SERVER_ID_META)
+}
+
+/// Every message the server started (a notification, or a request to the client) and wrote to a
+/// stream that stayed open long enough to carry it reaches the client, unless the client had
+/// left; and the client's answer to a server request reaches the server. Excused only by what
+/// destroyed it: the stream carrying it closed (or the server restarted) within the slack after
+/// it was written; every POST carrying the answer was refused or its connection reset; the
+/// client closed stdin first.
+pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
+    let slack = facts.slack_ms;
+    let eof = facts.stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
+    let events = &facts.trace.events;
+    let mut found = Vec::new();
+    let sent: Vec<Sent> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.host == host::RELAYER && e.kind == kind::REPLY_SENT && e.text("id").is_empty())
+        .filter_map(|(index, e)| {
+            let msg = message(e);
+            let method = msg.get("method").and_then(Value::as_str)?.to_string();
+            Some(Sent { index, at_ms: e.at_ms, session: e.text("session"), stream: e.text("stream"), msg, method })
+        })
+        .collect();
+    for sent in sent {
+        let arrives = facts.stories.released_ms(&sent.session, sent.at_ms, 2 * slack) + 2 * slack;
+        if arrives >= eof || arrives + facts.sweep_period_ms > facts.horizon_ms {
+            continue;
+        }
+        // The connection that carried it, and whether it outlived the slack: its close, or a
+        // restart of the server, ends it.
+        let cut = events[sent.index..].iter().find(|e| {
+            e.host == host::RELAYER
+                && (e.kind == kind::RELAYER_START
+                    || (e.kind == kind::STREAM_CLOSE && e.text("session") == sent.session && e.text("stream") == sent.stream))
+        });
+        if cut.is_some_and(|e| e.at_ms <= arrives) {
+            continue;
+        }
+        let server_id = server_id(&sent.msg).cloned();
+        let same = |read: &Value| {
+            read.get("method").and_then(Value::as_str) == Some(sent.method.as_str())
+                && match &server_id {
+                    Some(id) => self::server_id(read) == Some(id),
+                    None => read.get("params") == sent.msg.get("params"),
+                }
+        };
+        let read = events[sent.index..]
+            .iter()
+            .find(|e| e.host == host::CLIENT && e.kind == kind::MCP_RECV && same(&message(e)));
+        let Some(read) = read else {
+            let open = cut.map_or("the end".to_string(), |e| format!("{} ms", e.at_ms));
+            let detail = format!(
+                "the server sent {} at {} ms on {} (open until {open}), but the client never read it",
+                sent.method, sent.at_ms, sent.session
+            );
+            found.push(facts.violation("server_messages_delivered", sent.index, detail));
+            continue;
+        };
+        let Some(server_id) = server_id else { continue };
+        // A request: the client's answer (under the id the client read) must reach the server,
+        // under the id the server gave it.
+        let read_id = message(read).get("id").cloned();
+        let answered = events.iter().position(|e| {
+            e.host == host::CLIENT && e.kind == kind::MCP_SEND && e.at_ms >= read.at_ms && {
+                let msg = message(e);
+                msg.get("method").is_none() && msg.get("id") == read_id.as_ref()
+            }
+        });
+        let Some(answered) = answered else { continue };
+        let key = server_id.to_string();
+        let posts: Vec<_> = events[answered..]
+            .iter()
+            .filter(|e| e.host == host::RELAYER && e.kind == kind::HTTP_POST && e.text("id") == key && e.text("method").is_empty())
+            .collect();
+        if posts.iter().any(|e| (200..300).contains(&super::story::post_status(e))) {
+            continue;
+        }
+        let answer_at = events[answered].at_ms;
+        if answer_at + 2 * slack >= eof || answer_at + facts.sweep_period_ms + 2 * slack > facts.horizon_ms {
+            continue;
+        }
+        if !posts.is_empty() {
+            // Every POST of it was refused or reset where it arrived: a fault destroyed it.
+            continue;
+        }
+        let restarted = events[answered..].iter().any(|e| e.host == host::RELAYER && e.kind == kind::RELAYER_START && e.at_ms <= answer_at + 2 * slack);
+        if restarted {
+            continue;
+        }
+        let detail = format!(
+            "the client answered the server's {} ({key}) at {answer_at} ms, but no POST of the answer reached the server",
+            sent.method
+        );
+        found.push(facts.violation("server_messages_delivered", answered, detail));
+    }
+    capped(found)
+}
