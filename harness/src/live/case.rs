@@ -18,11 +18,12 @@ use tokio::sync::Notify;
 
 use super::process::{BridgeProcess, Exit};
 use super::profile::{Deadline, Profile};
+use super::proxy::LinkProxy;
 use super::server::{MockServer, ServerParts};
 use super::speed::Speed;
 use crate::family;
 use crate::recorder::{announce, LiveClock, Recorder};
-use crate::relay::faults::{self, NetworkAction, Targets};
+use crate::relay::faults::{self, NetworkAction, RelayFault, Targets};
 use crate::relay::{RelayScenario, Spec};
 use crate::seed::derive;
 use crate::trace::Trace;
@@ -113,6 +114,12 @@ async fn drive(
     // The harness's side runs by the wall clock: the scenario with every duration divided by
     // the speed. The bridge gets its timing in its own time.
     let fast = speed.harness_side(scenario);
+    // A held link needs a proxy between bridge and server; only a case that holds one has it.
+    let proxy_listener = match scenario.faults.iter().any(|f| matches!(f, RelayFault::LinkHold { .. })) {
+        true => Some(LinkProxy::bind().await.map_err(|e| NotRun(format!("the link proxy did not start: {e}")))?),
+        false => None,
+    };
+    let public_port = proxy_listener.as_ref().map(|(_, port)| *port);
     let knobs = RelayerKnobs::shared();
     let parts = ServerParts {
         config: relayer_config(&fast, seed),
@@ -120,9 +127,11 @@ async fn drive(
         durable: Arc::new(Mutex::new(Durable::default())),
         transport: bridge.transport,
         auth: bridge.profile.bearer,
+        public_port,
     };
     let server = MockServer::start(parts, recorder.clone()).map_err(|e| NotRun(format!("the mock server did not start: {e}")))?;
-    let url = server.url();
+    let proxy = proxy_listener.map(|(listener, port)| LinkProxy::forward(listener, port, server.port));
+    let url = server.url(public_port);
     let env = bridge_env(scenario, seed, &bridge.profile);
     let wrapper = match speed {
         Speed::REAL => None,
@@ -146,7 +155,7 @@ async fn drive(
     let deadline = clock.at_wall(wall(horizon_ms) + wall(bridge.profile.exit_within_ms) + EXIT_WALL_GRACE_MS);
     // The process may exit before the fault plan is over (stdin closed early, or a crash).
     let exited = {
-        let faults = apply_faults(&fast, &targets, &server, clock);
+        let faults = apply_faults(&fast, &targets, &server, proxy.as_ref(), clock);
         tokio::pin!(faults);
         let mut faults_done = false;
         loop {
@@ -261,17 +270,24 @@ fn start_client(
 }
 
 /// Apply the fault plan (the harness side's, in wall milliseconds) by the wall clock, then heal.
-async fn apply_faults(scenario: &RelayScenario, targets: &Targets<'_>, server: &MockServer, clock: LiveClock) {
+async fn apply_faults(scenario: &RelayScenario, targets: &Targets<'_>, server: &MockServer, proxy: Option<&LinkProxy>, clock: LiveClock) {
     let schedule = family::schedule(&scenario.faults, |fault| fault.window(&scenario.script));
     for scheduled in schedule {
         tokio::time::sleep_until(clock.at_wall(scheduled.at_ms).into()).await;
         let fault = &scenario.faults[scheduled.fault];
         match faults::act(fault, scheduled.phase, targets) {
             Some(NetworkAction::Bounce) => server.restart(),
-            // The live generator draws no held links (they need a proxy): nothing to do.
-            Some(NetworkAction::Hold | NetworkAction::Release) | None => {}
+            Some(action @ (NetworkAction::Hold | NetworkAction::Release)) => {
+                if let Some(proxy) = proxy {
+                    proxy.hold(action == NetworkAction::Hold);
+                }
+            }
+            None => {}
         }
     }
     emit!(kind::FAULT_INJECTED, fault = "heal", phase = "start", detail = "");
     faults::heal_knobs(targets.knobs);
+    if let Some(proxy) = proxy {
+        proxy.hold(false);
+    }
 }

@@ -41,6 +41,9 @@ pub struct ServerParts {
     pub transport: Transport,
     /// Require the bearer token (the relayer transport always does).
     pub auth: bool,
+    /// The port the bridge reaches the server at, when a proxy stands in between (what the
+    /// server names in absolute URLs); its own port otherwise.
+    pub public_port: Option<u16>,
 }
 
 impl MockServer {
@@ -72,9 +75,9 @@ impl MockServer {
         let _ = self.commands.send(Command::Restart);
     }
 
-    /// The URL a bridge connects to.
-    pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}{}", self.port, self.path)
+    /// The URL a bridge connects to: the server's, or through the proxy on `public_port`.
+    pub fn url(&self, public_port: Option<u16>) -> String {
+        format!("http://127.0.0.1:{}{}", public_port.unwrap_or(self.port), self.path)
     }
 }
 
@@ -110,7 +113,7 @@ fn incarnation(
             let _ = port_tx.send(Ok(*port));
         }
         let mut config = parts.config.clone();
-        config.authority = format!("127.0.0.1:{port}");
+        config.authority = format!("127.0.0.1:{}", parts.public_port.unwrap_or(*port));
         let (knobs, durable, transport, auth) = (parts.knobs.clone(), parts.durable.clone(), parts.transport, parts.auth);
         let _server = tokio::task::spawn_local(async move {
             let _ = relayer::serve_transport(listener, config, knobs, durable, transport, auth).await;

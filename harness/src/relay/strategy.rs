@@ -182,8 +182,8 @@ pub fn scenario(bugs: RelayBugs) -> impl Strategy<Value = RelayScenario> {
     scenario_of(bugs, timing().boxed(), KINDS, false)
 }
 
-/// Fault kinds a live case draws: all but a held link, which needs a proxy between bridge and
-/// server that the live engine does not have yet.
+/// Fault kinds a live case draws with the simulation's swarm: all but a held link, which was
+/// added later and is drawn after the rest (`live_scenario`).
 static LIVE_KINDS: std::sync::LazyLock<Vec<&'static str>> =
     std::sync::LazyLock::new(|| KINDS.iter().copied().filter(|kind| *kind != "link_hold").collect());
 
@@ -194,13 +194,23 @@ static LIVE_KINDS: std::sync::LazyLock<Vec<&'static str>> =
 /// The traffic a real server starts (`RelayFault::ServerMessage`: notifications and requests to
 /// the client, while the client's steps run) is drawn after the rest, so a live token names the
 /// same workload and faults it named before the traffic was added.
+/// A held link (the live engine puts a proxy between bridge and server for it) is drawn after
+/// the traffic, for the same reason.
 pub fn live_scenario() -> impl Strategy<Value = RelayScenario> {
     let message = prop::sample::select(vec![ServerMessage::Log, ServerMessage::ToolsListChanged, ServerMessage::Ping, ServerMessage::RootsList]);
     let traffic = prop::collection::vec((1..=1_000u64, message), 0..=4);
-    (scenario_of(RelayBugs::default(), compressed().boxed(), &LIVE_KINDS, true), traffic).prop_map(|(mut scenario, traffic)| {
+    let hold = prop::option::weighted(0.25, (1..=1_000u64, 0..=1_000u64));
+    let core = scenario_of(RelayBugs::default(), compressed().boxed(), &LIVE_KINDS, true);
+    (core, traffic, hold).prop_map(|(mut scenario, traffic, hold)| {
         let span_ms = scenario.script.steps.last().map_or(0, |s| s.at_ms);
         for (permille, message) in traffic {
             scenario.faults.push(RelayFault::ServerMessage { at_ms: span_ms * permille / 1_000, message });
+        }
+        if let Some((at, length)) = hold {
+            // As the simulation draws its windows: 100 ms up to three idle timeouts.
+            let longest = (3 * scenario.timing.sse_idle_ms).max(200) - 100;
+            scenario.faults.push(RelayFault::LinkHold { at_ms: span_ms * at / 1_000, for_ms: 100 + longest * length / 1_000 });
+            scenario.script.end_at_ms = end_at_ms(&scenario.timing, &scenario.script.steps, &scenario.faults);
         }
         scenario
     })
@@ -263,7 +273,8 @@ mod tests {
             let core = tree_of(seed, scenario_of(RelayBugs::default(), compressed().boxed(), &LIVE_KINDS, true).boxed()).current();
             let mut live = tree_of(seed, live_scenario().boxed()).current();
             let before = live.faults.len();
-            live.faults.retain(|f| !matches!(f, RelayFault::ServerMessage { .. }));
+            live.faults.retain(|f| !matches!(f, RelayFault::ServerMessage { .. } | RelayFault::LinkHold { .. }));
+            live.script.end_at_ms = core.script.end_at_ms;
             with_traffic += usize::from(before > live.faults.len());
             assert_eq!(live, core, "seed {seed}: the workload or faults changed");
         }
