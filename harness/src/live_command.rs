@@ -36,7 +36,9 @@ pub struct LiveArgs {
     /// Rerun one live token instead of hunting.
     #[arg(long)]
     replay: Option<String>,
-    /// How many times a failure (or --replay) is rerun to measure how often it reproduces.
+    /// How many times a failure (or --replay) is rerun to measure how often it reproduces (0 in
+    /// a hunt: not rerun, for a long hunt whose failures are replayed afterwards; reruns are one
+    /// at a time, and hold up the hunt).
     #[arg(long, default_value_t = 3)]
     runs: u64,
     /// Shrinking re-runs at most this many candidates (0: no shrinking).
@@ -70,8 +72,8 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
         let spoken: Vec<&str> = profile.transports.iter().map(|t| t.name()).collect();
         return Err(format!("profile {} speaks {}, not {transport}", profile.name, spoken.join(", ")));
     }
-    if args.concurrency == 0 || args.runs == 0 {
-        return Err("--concurrency and --runs must be at least 1".to_string());
+    if args.concurrency == 0 || (args.runs == 0 && args.replay.is_some()) {
+        return Err("--concurrency (and --runs with --replay) must be at least 1".to_string());
     }
     let speed = Speed::new(args.speed.unwrap_or(profile.speed))?;
     if speed != Speed::REAL {
@@ -92,47 +94,123 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
         "live: bridge `{}` (profile {}), transport {transport}, speed {speed}, base seed {base:#018x}, {} cases, {} at once",
         bridge.command, bridge.profile.name, args.cases, args.concurrency
     );
-    let mut failures = 0;
-    let mut run_cases = 0;
-    let mut wall_ms = 0;
-    let mut index = 0;
-    while index < args.cases {
-        let batch: Vec<u64> = (index..args.cases.min(index + args.concurrency)).collect();
-        index += batch.len() as u64;
-        let results = run_batch(base, &batch, &bridge)?;
-        for (case_index, case, judged) in results {
-            run_cases += 1;
-            wall_ms += judged.wall_ms;
-            let verdict = judged.violations.first().map_or("ok".to_string(), |v| format!("[{}]", v.invariant));
-            eprintln!("case {case_index:>4} {} {:>6.1} s {verdict}", case.token(), judged.wall_ms as f64 / 1000.0);
-            if !judged.violations.is_empty() {
-                failures += 1;
-                report(&case, judged, &bridge, &args, &schema)?;
-                if !args.keep_going {
-                    index = args.cases;
+    let mut bar = crate::progress::Bar::new(&bridge.profile.name, args.cases, false);
+    #[allow(clippy::disallowed_methods)] // the run's own wall time; nothing recorded
+    let started = std::time::Instant::now();
+    let mut tally = Tally::default();
+    let mut failed = Vec::new();
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    run_rolling(base, &args, &bridge, |done| {
+        tally.cases += 1;
+        tally.case_ms += done.judged.wall_ms;
+        tally.bridge_ms += done.judged.trace.events.last().map_or(0, |e| e.at_ms);
+        let verdict = done.judged.violations.first().map_or("ok".to_string(), |v| format!("[{}]", v.invariant));
+        // Every case on a log; on a terminal, the bar and the failures.
+        if !done.judged.violations.is_empty() || !terminal {
+            bar.line(&format!("case {:>4} {} {:>6.1} s {verdict}", done.index, done.case.token(), done.judged.wall_ms as f64 / 1000.0));
+        }
+        if !done.judged.violations.is_empty() {
+            tally.failed += 1;
+            failed.push(done);
+        }
+        bar.tick(tally.cases, tally.failed);
+    })?;
+    bar.finish();
+    let wall_s = started.elapsed().as_secs_f64().max(1e-9);
+    failed.sort_by_key(|done| done.index);
+    if !args.keep_going {
+        failed.truncate(1);
+    }
+    for done in failed {
+        report(&done.case, done.judged, &bridge, &args, &schema)?;
+    }
+    print_table(&bridge, &tally, wall_s);
+    let per_slot = if tally.case_ms == 0 { 0.0 } else { tally.cases as f64 * 1000.0 / tally.case_ms as f64 };
+    println!(
+        "live: {} cases, {} with violations, {:.1} s of cases, {per_slot:.2} cases/s per slot",
+        tally.cases,
+        tally.failed,
+        tally.case_ms as f64 / 1000.0
+    );
+    Ok(if tally.failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// What a live run counted.
+#[derive(Default)]
+struct Tally {
+    cases: u64,
+    failed: u64,
+    /// Wall time of the cases, summed over slots.
+    case_ms: u64,
+    /// The bridge's time of the cases (the trace's clock), summed.
+    bridge_ms: u64,
+}
+
+/// The summary table, as `hunt` prints one per family.
+fn print_table(bridge: &Bridge, tally: &Tally, wall_s: f64) {
+    println!("{:<16} {:<16} {:>6} {:>8} {:>10} {:>9} {:>10} {:>12}", "bridge", "transport", "speed", "cases", "violations", "wall s", "cases/s", "bridge:wall");
+    println!(
+        "{:<16} {:<16} {:>6} {:>8} {:>10} {:>9.1} {:>10.2} {:>11.1}x",
+        bridge.profile.name,
+        bridge.transport.name(),
+        bridge.speed.to_string(),
+        tally.cases,
+        tally.failed,
+        wall_s,
+        tally.cases as f64 / wall_s,
+        tally.bridge_ms as f64 / 1000.0 / wall_s
+    );
+}
+
+/// A case run and judged.
+struct Done {
+    index: u64,
+    case: Case,
+    judged: Judged,
+}
+
+/// Run cases `0..args.cases` under `base`, `args.concurrency` at a time, each slot taking the
+/// next case as soon as its last one ends; `each` sees every case as it ends. Without
+/// `--keep-going`, no case starts after the first failure (those under way finish).
+fn run_rolling(base: u64, args: &LiveArgs, bridge: &Bridge, mut each: impl FnMut(Done)) -> Result<(), String> {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let (next, stop) = (AtomicU64::new(0), AtomicBool::new(false));
+    let (sender, receiver) = std::sync::mpsc::channel::<Result<Done, String>>();
+    std::thread::scope(|scope| {
+        for _ in 0..args.concurrency.min(args.cases) {
+            let (sender, next, stop) = (sender.clone(), &next, &stop);
+            scope.spawn(move || {
+                let schema = McpSchema::new();
+                while !stop.load(Ordering::SeqCst) {
+                    let index = next.fetch_add(1, Ordering::SeqCst);
+                    if index >= args.cases {
+                        break;
+                    }
+                    let case = live::case(base, index);
+                    let done = live::run(&case, bridge, &schema).map(|judged| Done { index, case, judged }).map_err(|e| e.0);
+                    if sender.send(done).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(sender);
+        let mut error = None;
+        for done in receiver {
+            match done {
+                Ok(done) => {
+                    if !done.judged.violations.is_empty() && !args.keep_going {
+                        stop.store(true, Ordering::SeqCst);
+                    }
+                    each(done);
+                }
+                Err(why) => {
+                    stop.store(true, Ordering::SeqCst);
+                    error.get_or_insert(why);
                 }
             }
         }
-    }
-    let rate = if wall_ms == 0 { 0.0 } else { run_cases as f64 * 1000.0 / wall_ms as f64 };
-    println!("live: {run_cases} cases, {failures} with violations, {:.1} s of cases, {rate:.2} cases/s per slot", wall_ms as f64 / 1000.0);
-    Ok(if failures == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-/// Run the cases of `batch` at once, each on a thread of its own.
-fn run_batch(base: u64, batch: &[u64], bridge: &Bridge) -> Result<Vec<(u64, Case, Judged)>, String> {
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = batch
-            .iter()
-            .map(|&index| {
-                scope.spawn(move || {
-                    let case = live::case(base, index);
-                    let judged = live::run(&case, bridge, &McpSchema::new()).map_err(|e| e.0)?;
-                    Ok((index, case, judged))
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a live case panicked".to_string()))).collect()
+        error.map_or(Ok(()), Err)
     })
 }
 
@@ -141,8 +219,10 @@ fn report(case: &Case, judged: Judged, bridge: &Bridge, args: &LiveArgs, schema:
     println!("violation in {}:", case.token());
     print_violations(&judged.violations);
     let invariant = judged.violations[0].invariant.clone();
-    let (reproduced, _) = reproduce(case, bridge, args.runs, &invariant, schema)?;
-    println!("reproduced {reproduced} of {} runs", args.runs);
+    if args.runs > 0 {
+        let (reproduced, _) = reproduce(case, bridge, args.runs, &invariant, schema)?;
+        println!("reproduced {reproduced} of {} runs", args.runs);
+    }
     let shrunk = shrink(case, bridge, args.shrink_budget, &invariant, schema)?;
     if let Some((scenario, shrunk_judged, runs)) = shrunk {
         let smaller = Case { seed: case.seed, scenario };

@@ -259,7 +259,7 @@ fn hunt_command(args: HuntArgs) -> Result<ExitCode, String> {
             coverage: args.coverage,
             ..HuntConfig::new(family, &args.bugs, cases, base_seed)
         };
-        let mut bar = progress::Bar::new(family, cases, args.quiet);
+        let mut bar = progress::Bar::new(family.name(), cases, args.quiet);
         let report = hunt::hunt(&config, &mut bar)?;
         bar.finish();
         let stop = !report.findings.is_empty() && !args.keep_going;

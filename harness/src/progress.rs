@@ -1,10 +1,9 @@
-//! Hunt progress: an indicatif bar on a terminal, a plain line every few seconds otherwise (CI
-//! logs), nothing with `--quiet`.
+//! Hunt and live progress: an indicatif bar on a terminal, a plain line every hundred cases
+//! otherwise (CI logs), nothing with `--quiet`.
 
 use std::io::IsTerminal;
 
 use harness::hunt::Progress;
-use harness::scenario::Family;
 use harness::token::Token;
 use harness::trace::Outcome;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -12,14 +11,15 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub struct Bar {
     bar: Option<ProgressBar>,
     plain: bool,
-    family: Family,
+    /// What the cases are of: a family, or a bridge.
+    prefix: String,
     total: u64,
     /// Hundreds of cases reported by the last plain line.
     last_line: u64,
 }
 
 impl Bar {
-    pub fn new(family: Family, total: u64, quiet: bool) -> Self {
+    pub fn new(prefix: &str, total: u64, quiet: bool) -> Self {
         let terminal = std::io::stderr().is_terminal();
         let bar = (!quiet && terminal).then(|| {
             // A hunt bounded only by --seconds has no case count to fill a bar with.
@@ -33,11 +33,32 @@ impl Bar {
             let style = ProgressStyle::with_template(template)
             .unwrap_or_else(|_| ProgressStyle::default_bar());
             bar.set_style(style.progress_chars("=> "));
-            bar.set_prefix(family.name());
+            bar.set_prefix(prefix.to_string());
             bar.set_message("0 violations");
             bar
         });
-        Self { bar, plain: !quiet && !terminal, family, total, last_line: 0 }
+        Self { bar, plain: !quiet && !terminal, prefix: prefix.to_string(), total, last_line: 0 }
+    }
+
+    /// `cases` done, `failed` of them with violations.
+    pub fn tick(&mut self, cases: u64, failed: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(cases);
+            bar.set_message(format!("{failed} violations"));
+        }
+        if self.plain && (cases.is_multiple_of(100) || cases == self.total) && cases / 100 != self.last_line {
+            self.last_line = cases / 100;
+            let of = if self.total == u64::MAX { String::new() } else { format!("/{}", self.total) };
+            eprintln!("  {} {cases}{of} cases, {failed} violations", self.prefix);
+        }
+    }
+
+    /// A line of its own, above the bar when there is one.
+    pub fn line(&self, text: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => eprintln!("{text}"),
+        }
     }
 
     pub fn finish(&self) {
@@ -49,15 +70,7 @@ impl Bar {
 
 impl Progress for Bar {
     fn case_done(&mut self, cases: u64, failed: u64, _: &Outcome) {
-        if let Some(bar) = &self.bar {
-            bar.set_position(cases);
-            bar.set_message(format!("{failed} violations"));
-        }
-        if self.plain && (cases.is_multiple_of(100) || cases == self.total) && cases / 100 != self.last_line {
-            self.last_line = cases / 100;
-            let of = if self.total == u64::MAX { String::new() } else { format!("/{}", self.total) };
-            eprintln!("  {} {cases}{of} cases, {failed} violations", self.family.name());
-        }
+        self.tick(cases, failed);
     }
 
     fn shrinking(&mut self, token: &Token) {
