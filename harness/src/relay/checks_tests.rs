@@ -2455,6 +2455,15 @@ fn server_messages_delivered_follows_a_server_request_to_the_client_and_its_answ
     assert_clean(&run(server_messages_delivered, delivered.clone()));
     // The client never read it, on a stream open to the end.
     assert_one(&run(server_messages_delivered, base()), "server_messages_delivered", 2, "the server sent ping at 100 ms on s1 (open until the end), but the client never read it");
+    // The bridge answered the ping itself: the server's peer is alive, and said so.
+    let mut by_bridge = base();
+    by_bridge.push(answer_post(202));
+    assert_clean(&run(server_messages_delivered, by_bridge));
+    // Not so a `roots/list`: only the client knows its roots.
+    let roots = ServerMessage::RootsList.message(100);
+    let roots_sent = relayer(100, kind::REPLY_SENT, &[("id", json!("")), ("session", json!("s1")), ("stream", json!("get-1")), ("msg", json!(roots.to_string()))]);
+    let answered_itself = vec![std_spec(), open.clone(), roots_sent, answer_post(202)];
+    assert_one(&run(server_messages_delivered, answered_itself), "server_messages_delivered", 2, "roots/list");
     // Read and answered, but the answer never reached the server.
     let mut lost = base();
     lost.extend([recv(110, &forwarded), send(111, &answer)]);
