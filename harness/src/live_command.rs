@@ -17,7 +17,7 @@ pub struct LiveArgs {
     /// in the environment as MCP_SERVER_URL).
     #[arg(long)]
     bridge: String,
-    /// The transport the mock server speaks: streamable_http, sse or relayer (default: the
+    /// The transport the mock server speaks: streamable-http, sse or relayer (default: the
     /// profile's first, else streamable_http).
     #[arg(long)]
     transport: Option<String>,

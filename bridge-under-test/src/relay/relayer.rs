@@ -106,7 +106,9 @@ impl std::str::FromStr for Transport {
 
     fn from_str(text: &str) -> Result<Self, String> {
         let names = Self::ALL.map(Self::name).join(", ");
-        Self::ALL.into_iter().find(|t| t.name() == text).ok_or_else(|| format!("unknown transport `{text}` (one of {names})"))
+        // `streamable-http` as the MCP specification spells it, or `streamable_http`.
+        let wanted = text.replace('-', "_");
+        Self::ALL.into_iter().find(|t| t.name() == wanted).ok_or_else(|| format!("unknown transport `{text}` (one of {names})"))
     }
 }
 

@@ -691,3 +691,12 @@ fn streamable_serves_real_tcp() {
         assert_eq!(msg["result"]["protocolVersion"], json!("2025-06-18"));
     });
 }
+
+#[test]
+fn transports_parse_by_name_as_the_specification_spells_them() {
+    assert_eq!("streamable-http".parse::<Transport>(), Ok(Transport::StreamableHttp));
+    assert_eq!("streamable_http".parse::<Transport>(), Ok(Transport::StreamableHttp));
+    assert_eq!("sse".parse::<Transport>(), Ok(Transport::Sse));
+    assert_eq!("relayer".parse::<Transport>(), Ok(Transport::Relayer));
+    assert!("websocket".parse::<Transport>().unwrap_err().contains("one of relayer"));
+}
