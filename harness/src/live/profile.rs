@@ -34,6 +34,20 @@ pub struct Promise {
     pub source: String,
 }
 
+/// Something the bridge does by design that no oracle judges as a promise (its retries, whether
+/// it initializes a lost session again, what it answers itself), with the upstream line it rests
+/// on: documentation for the reader of a finding, never a switch on a verdict.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Design {
+    /// What it is about: `retries`, `session`, `reconnect`, `answers_itself`, ...
+    pub topic: String,
+    /// What the bridge does, in a sentence.
+    pub does: String,
+    /// Where its source says so (`file:line`, upstream).
+    pub source: String,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
@@ -60,6 +74,9 @@ pub struct Profile {
     pub env: Vec<(String, String)>,
     #[serde(default)]
     pub promises: Vec<Promise>,
+    /// What it does by design besides its promises, each with its source line (not judged).
+    #[serde(default)]
+    pub design: Vec<Design>,
     /// The speed (libfaketime) at which its verdicts were measured to match real time: the
     /// default of `--speed` for this bridge. 1 (real time) when absent.
     #[serde(default = "real_time")]
@@ -92,6 +109,7 @@ impl Profile {
             bearer: false,
             env: Vec::new(),
             promises: Vec::new(),
+            design: Vec::new(),
             speed: real_time(),
         }
     }
@@ -144,5 +162,20 @@ mod tests {
         let err = parse(r#"{"name": "b", "deadline": "none", "promises": [{"oracle": "made_up"}]}"#).unwrap_err();
         assert!(err.contains("not a policy oracle"), "{err}");
         assert!(parse(r#"{"name": "b", "deadline": "none", "typo": 1}"#).is_err());
+    }
+
+    #[test]
+    fn every_shipped_profile_loads() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "json") {
+                let profile = Profile::load(path.to_str().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+                assert!(!profile.transports.is_empty(), "{}: no transports", path.display());
+                loaded += 1;
+            }
+        }
+        assert!(loaded >= 4, "{loaded} profiles in {}", dir.display());
     }
 }

@@ -441,13 +441,19 @@ pub fn no_stale_post(facts: &Facts<'_>) -> Vec<Violation> {
 /// result against the result type of its request's method. (When the client reused an id, a late
 /// reply to an earlier request of that id is indistinguishable: any of the id's methods fits.)
 pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
-    let mut methods_of: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    // An answer may be any request's of its id the client had sent by then, the latest first:
+    // a request that reused an id still in flight (JSON-RPC forbids it, and a bridge that
+    // forwards it untouched gets two answers for one id) is answered in whichever order the
+    // server finishes, and the first answer is paired with the first request.
+    let mut methods_of: BTreeMap<&str, Vec<(usize, &str)>> = BTreeMap::new();
+    for request in facts.requests.iter().filter(|r| !r.method.is_empty()) {
+        methods_of.entry(request.id.as_deref().unwrap_or("")).or_default().push((request.index, request.method.as_str()));
+    }
     let mut answering: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
     for request in facts.requests.iter().filter(|r| !r.method.is_empty()) {
-        let id = request.id.as_deref().unwrap_or("");
-        methods_of.entry(id).or_default().push(request.method.as_str());
         if let Some(answer) = &request.answered {
-            let methods: Vec<&str> = methods_of[id].iter().rev().copied().collect();
+            let sent = &methods_of[request.id.as_deref().unwrap_or("")];
+            let methods: Vec<&str> = sent.iter().rev().filter(|(index, _)| *index < answer.index).map(|(_, method)| *method).collect();
             answering.insert(answer.index, methods);
         }
     }

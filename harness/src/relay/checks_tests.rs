@@ -750,6 +750,29 @@ fn schema_valid_accepts_a_late_reply_for_a_reused_id() {
 }
 
 #[test]
+fn schema_valid_accepts_either_answer_to_an_id_reused_in_flight() {
+    // mcp-proxy 0.13.0, live.v1.relay.none.b45504e7ca2f130c: the client sends tools/call id 1
+    // and tools/list id 1 together; the bridge forwards both, and the list's answer comes
+    // first. Each answer fits one of the requests of id 1 sent by then.
+    let events = vec![
+        std_spec(),                                                    // 0
+        send(0, &call(json!(1), "a0")),                                // 1
+        send(1, &list(json!(1))),                                      // 2
+        recv(100, &list_result(json!(1))),                             // 3
+        recv(900, &tool_result(json!(1), "remember a0: done", false)), // 4
+    ];
+    assert_clean(&run(schema_valid, events));
+    // A request sent after the answer is no excuse for it.
+    let late = vec![
+        std_spec(),                        // 0
+        send(0, &call(json!(1), "a0")),    // 1
+        recv(100, &list_result(json!(1))), // 2
+        send(200, &list(json!(1))),        // 3
+    ];
+    assert_one(&run(schema_valid, late), "schema_valid", 2, "CallToolResult");
+}
+
+#[test]
 fn schema_valid_flags_a_tool_result_without_content() {
     // A tools/call result missing `content` breaks CallToolResult.
     let bad = json!({"jsonrpc": "2.0", "id": 1, "result": {"isError": false}});
@@ -1642,6 +1665,28 @@ fn notifications_delivered_passes_an_accepted_notification() {
     events.push(r_post(12, "s1", "", "notifications/initialized", "", 202)); // 3
     events.push(client_eof(9_000)); // 4
     assert_clean(&run(outcome_checks::notifications_delivered, events));
+}
+
+#[test]
+fn notifications_delivered_follows_a_notification_forwarded_without_its_meta() {
+    // mcp-proxy 0.13.0 (live.v1.relay.none.449188dd4a00010e) forwards a client's
+    // notifications/progress rebuilt from its token, progress and total: the POST carries no
+    // step, and is the one the client wrote.
+    use bridge_under_test::relay::client::NOTE_META;
+    let progress = |step: u64| json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": format!("p{step}"), "progress": 1, "_meta": {NOTE_META: step}}});
+    let events = vec![
+        std_spec(),                                                   // 0
+        r_open(0, "s1"),                                              // 1
+        send(10, &progress(2)),                                       // 2
+        send(11, &progress(3)),                                       // 3
+        r_post(12, "s1", "", "notifications/progress", "", 202),      // 4
+        client_eof(30_000),                                           // 5
+    ];
+    // One POST for two notifications: the first is delivered, the second is not.
+    assert_one(&run(outcome_checks::notifications_delivered, events.clone()), "notifications_delivered", 3, "never reached the relayer");
+    let mut both = events;
+    both.insert(5, r_post(13, "s1", "", "notifications/progress", "", 202));
+    assert_clean(&run(outcome_checks::notifications_delivered, both));
 }
 
 #[test]

@@ -113,7 +113,22 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
         let id = request.id.as_deref().unwrap_or("");
         let detail = match &request.answered {
             None => format!("{} id {id}: untouched by any fault, never answered", request.method),
-            Some(answer) if Facts::relayer_sent(story, &answer.msg).is_some() => continue,
+            // The answer is true if it answers a request of this id the client had sent by
+            // then: this one, or one that reused the id while it was in flight (JSON-RPC forbids
+            // it; a bridge that forwards both answers each, in whichever order they finish, and
+            // the first answer is paired with the first request). A ping checks the connection
+            // it is sent on, and its one true answer is an empty result: a bridge that answers
+            // it itself (mcp-proxy's stdio server does) tells the client the truth, whether or
+            // not the server heard it.
+            Some(answer)
+                if facts.requests.iter().zip(&facts.stories.of).any(|(asked, asked_story)| {
+                    asked.id == request.id
+                        && asked.index < answer.index
+                        && (Facts::relayer_sent(asked_story, &answer.msg).is_some() || (asked.method == "ping" && empty_result(&answer.msg)))
+                }) =>
+            {
+                continue
+            }
             Some(answer) => format!(
                 "{} id {id}: untouched by any fault, answered with {} which the relayer never sent (it sent {} replies for it)",
                 request.method,
@@ -125,6 +140,11 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
         found.push(facts.violation("user_outcomes", index, detail));
     }
     capped(found)
+}
+
+/// Whether `msg` is a response whose result is empty (but for `_meta`): `ping`'s answer.
+fn empty_result(msg: &Value) -> bool {
+    msg.get("result").and_then(Value::as_object).is_some_and(|result| result.keys().all(|key| key == "_meta"))
 }
 
 /// Every reply the relayer sent for a request the bridge still owed, on a stream that stayed open
@@ -592,11 +612,15 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             (delivered, posts.iter().filter(of_method).any(|p| p.5 != 202))
         } else {
             // A notification the client stamped with its step is told by its own POSTs; others
-            // by the order of their method's POSTs.
-            let step = note_step(&msg).map(Value::to_string);
+            // by the order of their method's POSTs that carry no step. So is a stamped one that
+            // the bridge forwarded rebuilt, without its `_meta` (mcp-proxy 0.13.0 sends a
+            // client's notifications/progress upstream as a new notification of the same
+            // token): it reached the server all the same.
+            let note = |post: &(usize, u64, String, String, String, u64)| facts.trace.events[post.0].text("note");
+            let step = note_step(&msg).map(Value::to_string).filter(|step| posts.iter().any(|post| note(post) == *step));
             let mine = |post: &&(usize, u64, String, String, String, u64)| match &step {
-                Some(step) => facts.trace.events[post.0].text("note") == *step,
-                None => of_method(post),
+                Some(step) => note(post) == *step,
+                None => of_method(post) && note(post).is_empty(),
             };
             let start = if step.is_some() { 0 } else { next.get(method).copied().unwrap_or(0) };
             let mut outcome = (false, false);
@@ -788,4 +812,55 @@ pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
     }
     let found = problems.into_iter().map(|p| facts.violation("quiescence", index, format!("the bridge's report at stdin EOF {p}"))).collect();
     capped(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::schema::McpSchema;
+    use crate::trace::{Trace, TraceEvent};
+
+    fn judge(answer: Value) -> Vec<Violation> {
+        let spec = [("family", json!("relay")), ("call_timeout_ms", json!(1_000)), ("sweep_period_ms", json!(500)), ("slack_ms", json!(10)), ("horizon_ms", json!(10_000))];
+        let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"});
+        let events = vec![
+            TraceEvent::new(0, host::SIM, kind::RUN_SPEC, &spec),
+            TraceEvent::new(100, host::CLIENT, kind::MCP_SEND, &[("msg", json!(ping.to_string())), ("malformed", json!(false))]),
+            TraceEvent::new(101, host::CLIENT, kind::MCP_RECV, &[("msg", json!(answer.to_string()))]),
+        ];
+        let trace = Trace { events };
+        user_outcomes(&Facts::new(&trace, &McpSchema::new()))
+    }
+
+    /// mcp-proxy 0.13.0 answers `ping` from its own stdio server and never forwards it
+    /// (live.v1.relay.none.872c9e8dadfad280): the empty result is the truth, not a made-up
+    /// answer. Anything else the server never sent still is.
+    #[test]
+    fn a_ping_the_bridge_answers_itself_is_answered_truthfully() {
+        assert!(judge(json!({"jsonrpc": "2.0", "id": 9, "result": {}})).is_empty());
+        let made_up = judge(json!({"jsonrpc": "2.0", "id": 9, "error": {"code": -32603, "message": "no"}}));
+        assert_eq!(made_up.len(), 1, "{made_up:#?}");
+        assert!(made_up[0].detail.contains("which the relayer never sent"), "{}", made_up[0].detail);
+        assert_eq!(judge(json!({"jsonrpc": "2.0", "id": 9, "result": {"pong": true}})).len(), 1);
+    }
+
+    /// mcp-proxy 0.13.0, live.v1.relay.none.47699b8cf39929cd: the client sends tools/list id 1
+    /// and, while it is in flight, ping id 1; the bridge answers the ping first, itself. The
+    /// empty result answers the ping, not a made-up tools/list.
+    #[test]
+    fn an_answer_to_an_id_reused_in_flight_may_answer_either_request() {
+        let spec = [("family", json!("relay")), ("call_timeout_ms", json!(1_000)), ("sweep_period_ms", json!(500)), ("slack_ms", json!(10)), ("horizon_ms", json!(10_000))];
+        let send = |at_ms: u64, msg: Value| TraceEvent::new(at_ms, host::CLIENT, kind::MCP_SEND, &[("msg", json!(msg.to_string())), ("malformed", json!(false))]);
+        let events = vec![
+            TraceEvent::new(0, host::SIM, kind::RUN_SPEC, &spec),
+            send(100, json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})),
+            send(101, json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})),
+            TraceEvent::new(102, host::CLIENT, kind::MCP_RECV, &[("msg", json!(json!({"jsonrpc": "2.0", "id": 1, "result": {}}).to_string()))]),
+        ];
+        let trace = Trace { events };
+        let found = user_outcomes(&Facts::new(&trace, &McpSchema::new()));
+        assert!(found.iter().all(|v| !v.detail.contains("never sent")), "{found:#?}");
+    }
 }
