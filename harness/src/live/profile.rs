@@ -60,6 +60,19 @@ pub struct Profile {
     pub env: Vec<(String, String)>,
     #[serde(default)]
     pub promises: Vec<Promise>,
+    /// What else the bridge does by design that no relay oracle judges as its own promise (a
+    /// reconnect policy with other constants than the relay bridge's), with its source line:
+    /// the universal oracles judge what it costs the user.
+    #[serde(default)]
+    pub design: Vec<Design>,
+}
+
+/// A design decision stated with the source line it rests on.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Design {
+    pub what: String,
+    pub source: String,
 }
 
 fn exit_within_ms() -> u64 {
@@ -84,6 +97,7 @@ impl Profile {
             bearer: false,
             env: Vec::new(),
             promises: Vec::new(),
+            design: Vec::new(),
         }
     }
 

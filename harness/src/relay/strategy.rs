@@ -194,6 +194,13 @@ pub fn live_scenario() -> impl Strategy<Value = RelayScenario> {
     scenario_of(RelayBugs::default(), compressed().boxed(), &LIVE_KINDS, true)
 }
 
+/// A relay scenario for the sdk family (rmcp's bridge in the simulation): every timing and
+/// fault kind, and a client that completes its handshake first and names its ids in `_meta`,
+/// as for a live bridge.
+pub fn sdk_scenario() -> impl Strategy<Value = RelayScenario> {
+    scenario_of(RelayBugs::default(), timing().boxed(), KINDS, true)
+}
+
 fn scenario_of(bugs: RelayBugs, timing: BoxedStrategy<Timing>, kinds: &'static [&'static str], live: bool) -> impl Strategy<Value = RelayScenario> {
     (timing, crate::swarm::profile(kinds)).prop_flat_map(move |(timing, kinds)| {
         script(&timing, live).prop_flat_map(move |steps| {

@@ -1,0 +1,164 @@
+//! The sdk family's bridge: stdio ⇄ Streamable HTTP written the way rmcp's documentation writes
+//! one. The stdio side is an rmcp server (`ServerHandler::serve` on the pipes); each request it
+//! receives is forwarded through an rmcp client (`().serve(StreamableHttpClientTransport)`) to
+//! the remote server, and the answer (or rmcp's error) goes back. The upstream client is made on
+//! first use and made again once rmcp reports its service closed. Nothing here times anything
+//! out, retries or reconnects: every such decision is rmcp's.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelledNotification, CancelledNotificationParam, ClientNotification,
+    ClientRequest, ErrorData, GetMeta, ListToolsResult, NotificationMetaObject, PaginatedRequestParams, PingRequest,
+    ProgressNotification, ProgressNotificationParam, RootsListChangedNotification, ServerCapabilities, ServerConfig,
+    ServerResult, ToolsCapability,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{Peer, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use tokio::sync::Mutex;
+
+use super::http_client::SimHttpClient;
+use crate::stdio::ServerEnds;
+
+/// Where the bridge forwards to.
+#[derive(Debug, Clone)]
+pub struct SdkBridgeConfig {
+    /// The server's host and port, and the MCP endpoint's URL on it.
+    pub host: String,
+    pub port: u16,
+    pub url: String,
+    /// The bearer token rmcp sends (`auth_header`).
+    pub token: Option<String>,
+    pub bugs: super::SdkBugs,
+}
+
+type Upstream = RunningService<RoleClient, ()>;
+
+/// The stdio server: a `ServerHandler` whose every method asks the upstream client.
+#[derive(Clone)]
+pub struct Proxy {
+    config: Arc<SdkBridgeConfig>,
+    upstream: Arc<Mutex<Option<Upstream>>>,
+}
+
+impl Proxy {
+    pub fn new(config: SdkBridgeConfig) -> Self {
+        Self { config: Arc::new(config), upstream: Arc::new(Mutex::new(None)) }
+    }
+
+    /// The upstream peer, connecting (rmcp's `initialize` handshake) when there is none or the
+    /// last one closed. One connect at a time: callers wait on the lock.
+    async fn peer(&self) -> Result<Peer<RoleClient>, ErrorData> {
+        let mut slot = self.upstream.lock().await;
+        if let Some(service) = slot.as_ref().filter(|s| !s.is_closed()) {
+            return Ok(service.peer().clone());
+        }
+        let client = SimHttpClient::new(&self.config.host, self.config.port);
+        let mut transport_config = StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str());
+        if let Some(token) = &self.config.token {
+            transport_config = transport_config.auth_header(token.as_str());
+        }
+        let transport = StreamableHttpClientTransport::with_client(client, transport_config);
+        let service = ().serve(transport).await.map_err(|e| upstream_error("cannot connect to the server", e))?;
+        let peer = service.peer().clone();
+        *slot = Some(service);
+        Ok(peer)
+    }
+
+    /// Close the upstream session (rmcp's `cancel`), if there is one.
+    pub async fn shutdown(&self) {
+        if let Some(service) = self.upstream.lock().await.take() {
+            let _ = service.cancel().await;
+        }
+    }
+
+    async fn notify(&self, notification: ClientNotification) {
+        if let Ok(peer) = self.peer().await {
+            let _ = peer.send_notification(notification).await;
+        }
+    }
+}
+
+fn upstream_error(what: &str, error: impl std::fmt::Display) -> ErrorData {
+    ErrorData::internal_error(format!("{what}: {error}"), None)
+}
+
+impl Proxy {
+    /// The notification with the client's `_meta` carried along. rmcp 3.11.0 hands a handler
+    /// an empty `context.meta` and leaves the meta in `context.extensions`
+    /// (src/service.rs:1775-1776); switch `notification_context_meta` reads it where the API
+    /// says it is.
+    fn with_meta(&self, mut notification: ClientNotification, context: &NotificationContext<RoleServer>) -> ClientNotification {
+        let meta = match context.extensions.get::<NotificationMetaObject>() {
+            Some(meta) if !self.config.bugs.notification_context_meta => meta.clone(),
+            _ => context.meta.clone(),
+        };
+        *notification.get_meta_mut() = meta;
+        notification
+    }
+}
+
+impl ServerHandler for Proxy {
+    fn get_info(&self) -> ServerConfig {
+        let mut capabilities = ServerCapabilities::default();
+        capabilities.tools = Some(ToolsCapability::default());
+        ServerConfig::new(capabilities)
+    }
+
+    async fn ping(&self, _context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        let peer = self.peer().await?;
+        let request = ClientRequest::PingRequest(PingRequest::default());
+        match peer.send_request(request).await {
+            Ok(ServerResult::EmptyResult(_)) => Ok(()),
+            Ok(_) => Err(ErrorData::internal_error("unexpected answer to ping", None)),
+            Err(e) => Err(upstream_error("ping failed", e)),
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let peer = self.peer().await?;
+        peer.list_tools(request).await.map_err(|e| upstream_error("tools/list failed", e))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let peer = self.peer().await?;
+        let result = peer.call_tool(request).await.map_err(|e| upstream_error("tools/call failed", e))?;
+        Ok(CallToolResponse::Complete(result))
+    }
+
+    async fn on_cancelled(&self, params: CancelledNotificationParam, context: NotificationContext<RoleServer>) {
+        let note = ClientNotification::CancelledNotification(CancelledNotification::new(params));
+        self.notify(self.with_meta(note, &context)).await;
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, context: NotificationContext<RoleServer>) {
+        let note = ClientNotification::ProgressNotification(ProgressNotification::new(params));
+        self.notify(self.with_meta(note, &context)).await;
+    }
+
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
+        let note = ClientNotification::RootsListChangedNotification(RootsListChangedNotification::default());
+        self.notify(self.with_meta(note, &context)).await;
+    }
+}
+
+/// Serve the client on `stdio` until it closes stdin, then close the upstream session.
+pub async fn run(config: SdkBridgeConfig, stdio: ServerEnds) -> Result<(), Box<dyn std::error::Error>> {
+    let proxy = Proxy::new(config);
+    // rmcp's server refuses a first message other than `initialize` by ending the service.
+    if let Ok(service) = proxy.clone().serve((stdio.stdin, stdio.stdout)).await {
+        let _ = service.waiting().await;
+    }
+    proxy.shutdown().await;
+    Ok(())
+}
