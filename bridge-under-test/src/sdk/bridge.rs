@@ -20,6 +20,7 @@ use rmcp::{Peer, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use tokio::sync::Mutex;
 
 use super::http_client::SimHttpClient;
+use super::shim;
 use crate::stdio::ServerEnds;
 
 /// Where the bridge forwards to.
@@ -152,13 +153,27 @@ impl ServerHandler for Proxy {
     }
 }
 
-/// Serve the client on `stdio` until it closes stdin, then close the upstream session.
+/// Serve the client on `stdio` until it closes stdin, then close the upstream session. rmcp's
+/// server reads and writes through the shim (`shim.rs`).
 pub async fn run(config: SdkBridgeConfig, stdio: ServerEnds) -> Result<(), Box<dyn std::error::Error>> {
+    let bugs = config.bugs;
     let proxy = Proxy::new(config);
+    let (to_rmcp, rmcp_stdin) = tokio::io::duplex(PIPE_BYTES);
+    let (rmcp_stdout, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
+    let (out_tx, out_rx) = tokio::sync::mpsc::unbounded_channel();
+    let in_flight = shim::in_flight();
+    let writer = tokio::spawn(shim::write_out(stdio.stdout, out_rx));
+    tokio::spawn(shim::inbound(stdio.stdin, to_rmcp, out_tx.clone(), bugs, in_flight.clone()));
+    let outbound = tokio::spawn(shim::outbound(from_rmcp, out_tx, in_flight));
     // rmcp's server refuses a first message other than `initialize` by ending the service.
-    if let Ok(service) = proxy.clone().serve((stdio.stdin, stdio.stdout)).await {
+    if let Ok(service) = proxy.clone().serve((rmcp_stdin, rmcp_stdout)).await {
         let _ = service.waiting().await;
     }
     proxy.shutdown().await;
+    let _ = outbound.await;
+    let _ = writer.await;
     Ok(())
 }
+
+/// The capacity of the pipes between the shim and rmcp.
+const PIPE_BYTES: usize = 1 << 16;

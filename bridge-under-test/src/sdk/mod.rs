@@ -5,6 +5,7 @@
 
 pub mod bridge;
 pub mod http_client;
+pub mod shim;
 
 pub use bridge::{run, Proxy, SdkBridgeConfig};
 
@@ -18,5 +19,15 @@ crate::bug_switches! {
         /// extensions out before the meta); the bridge reads the meta from
         /// `context.extensions` instead.
         notification_context_meta,
+        /// Hand rmcp a line that is JSON but no JSON-RPC message. rmcp 3.11.0 answers it with an
+        /// error that has no `id` member at all, even when the line's id was valid
+        /// (src/transport/async_rw.rs:257-260, 325-330); the bridge answers it itself, with the
+        /// line's id (or `null`), as JSON-RPC 2.0 §5 asks.
+        invalid_request_without_id,
+        /// Hand rmcp a request whose id is still in flight. rmcp 3.11.0 runs it and replaces
+        /// the first request's entry (src/service.rs:1652), so the first answer is dropped as
+        /// "cancelled" (src/service.rs:1568-1570) and the client reads the second's answer for
+        /// both; the bridge refuses the reuse itself (-32600 with the id).
+        in_flight_id_reuse,
     }
 }
