@@ -8,12 +8,12 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelledNotification, CancelledNotificationParam, ClientNotification,
-    ClientRequest, ErrorData, GetMeta, ListToolsResult, NotificationMetaObject, PaginatedRequestParams, PingRequest,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotification, CancelledNotificationParam, ClientNotification,
+    ClientRequest, ErrorData, GetMeta, ListToolsRequest, ListToolsResult, NotificationMetaObject, PaginatedRequestParams, PingRequest,
     ProgressNotification, ProgressNotificationParam, RootsListChangedNotification, ServerCapabilities, ServerConfig,
     ServerResult, ToolsCapability,
 };
-use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{Peer, RoleClient, RoleServer, ServerHandler, ServiceExt};
@@ -75,6 +75,15 @@ impl Proxy {
         }
     }
 
+    /// Send `request` upstream with the client's `_meta` (rmcp moves a request's `_meta` into
+    /// `context.meta`), and wait for its answer as rmcp's typed calls do (no timeout).
+    async fn forward(&self, request: ClientRequest, context: &RequestContext<RoleServer>, what: &str) -> Result<ServerResult, ErrorData> {
+        let peer = self.peer().await?;
+        let options = PeerRequestOptions::no_options().with_meta(context.meta.clone());
+        let handle = peer.send_request_with_option(request, options).await.map_err(|e| upstream_error(what, e))?;
+        handle.await_response().await.map_err(|e| upstream_error(what, e))
+    }
+
     async fn notify(&self, notification: ClientNotification) {
         if let Ok(peer) = self.peer().await {
             let _ = peer.send_notification(notification).await;
@@ -108,33 +117,36 @@ impl ServerHandler for Proxy {
         ServerConfig::new(capabilities)
     }
 
-    async fn ping(&self, _context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        let peer = self.peer().await?;
+    async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
         let request = ClientRequest::PingRequest(PingRequest::default());
-        match peer.send_request(request).await {
-            Ok(ServerResult::EmptyResult(_)) => Ok(()),
-            Ok(_) => Err(ErrorData::internal_error("unexpected answer to ping", None)),
-            Err(e) => Err(upstream_error("ping failed", e)),
+        match self.forward(request, &context, "ping").await? {
+            ServerResult::EmptyResult(_) => Ok(()),
+            _ => Err(ErrorData::internal_error("unexpected answer to ping", None)),
         }
     }
 
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let peer = self.peer().await?;
-        peer.list_tools(request).await.map_err(|e| upstream_error("tools/list failed", e))
+        let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(request.unwrap_or_default()));
+        match self.forward(request, &context, "tools/list").await? {
+            ServerResult::ListToolsResult(result) => Ok(result),
+            _ => Err(ErrorData::internal_error("unexpected answer to tools/list", None)),
+        }
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let peer = self.peer().await?;
-        let result = peer.call_tool(request).await.map_err(|e| upstream_error("tools/call failed", e))?;
-        Ok(CallToolResponse::Complete(result))
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(request));
+        match self.forward(request, &context, "tools/call").await? {
+            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+            _ => Err(ErrorData::internal_error("unexpected answer to tools/call", None)),
+        }
     }
 
     async fn on_cancelled(&self, params: CancelledNotificationParam, context: NotificationContext<RoleServer>) {

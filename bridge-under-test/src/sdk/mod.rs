@@ -22,7 +22,7 @@ crate::bug_switches! {
         /// Hand rmcp a line that is JSON but no JSON-RPC message. rmcp 3.11.0 answers it with an
         /// error that has no `id` member at all, even when the line's id was valid
         /// (src/transport/async_rw.rs:257-260, 325-330); the bridge answers it itself, with the
-        /// line's id (or `null`), as JSON-RPC 2.0 §5 asks.
+        /// line's id when it had a valid one, as JSON-RPC 2.0 §5 asks.
         invalid_request_without_id,
         /// Hand rmcp a request whose id is still in flight. rmcp 3.11.0 runs it and replaces
         /// the first request's entry (src/service.rs:1652), so the first answer is dropped as

@@ -30,7 +30,7 @@ fn lock(in_flight: &InFlight) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
     in_flight.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A JSON-RPC id as MCP allows it (a string or an integer), else `null`.
+/// A JSON-RPC id as MCP allows it (a string or an integer), else `null` (none).
 fn valid_id(line: &Value) -> Value {
     match line.get("id") {
         Some(id @ Value::String(_)) => id.clone(),
@@ -39,8 +39,14 @@ fn valid_id(line: &Value) -> Value {
     }
 }
 
+/// An invalid-request error naming `id`, or no id (as the MCP schema has it, which allows no
+/// `null`) when the line had none MCP accepts.
 fn invalid_request(id: Value) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": "Invalid request"}}).to_string()
+    let mut answer = json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid request"}});
+    if !id.is_null() {
+        answer["id"] = id;
+    }
+    answer.to_string()
 }
 
 /// Judge one line from the client, noting a request's id as in flight when it passes.
