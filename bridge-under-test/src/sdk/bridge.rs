@@ -5,11 +5,12 @@
 //! first use and made again once rmcp reports its service closed. Nothing here times anything
 //! out, retries or reconnects: every such decision is rmcp's.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotification, CancelledNotificationParam, ClientNotification,
-    ClientRequest, ErrorData, GetMeta, ListToolsRequest, ListToolsResult, NotificationMetaObject, PaginatedRequestParams, PingRequest,
+    ClientRequest, ErrorData, GetMeta, ListToolsRequest, ListToolsResult, NotificationMetaObject, PaginatedRequestParams, PingRequest, RequestId,
     ProgressNotification, ProgressNotificationParam, RootsListChangedNotification, ServerCapabilities, ServerConfig,
     ServerResult, ToolsCapability,
 };
@@ -42,11 +43,14 @@ type Upstream = RunningService<RoleClient, ()>;
 pub struct Proxy {
     config: Arc<SdkBridgeConfig>,
     upstream: Arc<Mutex<Option<Upstream>>>,
+    /// The upstream id rmcp gave each forwarded request still waiting, by the client's id
+    /// (canonical JSON): a client's cancellation names the request upstream by its own id.
+    forwarded: Arc<std::sync::Mutex<BTreeMap<String, RequestId>>>,
 }
 
 impl Proxy {
     pub fn new(config: SdkBridgeConfig) -> Self {
-        Self { config: Arc::new(config), upstream: Arc::new(Mutex::new(None)) }
+        Self { config: Arc::new(config), upstream: Arc::new(Mutex::new(None)), forwarded: Arc::default() }
     }
 
     /// The upstream peer, connecting (rmcp's `initialize` handshake) when there is none or the
@@ -81,7 +85,11 @@ impl Proxy {
         let peer = self.peer().await?;
         let options = PeerRequestOptions::no_options().with_meta(context.meta.clone());
         let handle = peer.send_request_with_option(request, options).await.map_err(|e| upstream_error(what, e))?;
-        handle.await_response().await.map_err(|e| upstream_error(what, e))
+        let key = id_key(&context.id);
+        lock(&self.forwarded).insert(key.clone(), handle.id.clone());
+        let answer = handle.await_response().await;
+        lock(&self.forwarded).remove(&key);
+        answer.map_err(|e| upstream_error(what, e))
     }
 
     async fn notify(&self, notification: ClientNotification) {
@@ -89,6 +97,14 @@ impl Proxy {
             let _ = peer.send_notification(notification).await;
         }
     }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn id_key(id: &RequestId) -> String {
+    serde_json::to_string(id).unwrap_or_default()
 }
 
 fn upstream_error(what: &str, error: impl std::fmt::Display) -> ErrorData {
@@ -149,7 +165,13 @@ impl ServerHandler for Proxy {
         }
     }
 
-    async fn on_cancelled(&self, params: CancelledNotificationParam, context: NotificationContext<RoleServer>) {
+    async fn on_cancelled(&self, mut params: CancelledNotificationParam, context: NotificationContext<RoleServer>) {
+        // A request still waiting is named by the id rmcp gave it upstream; any other
+        // cancellation goes as the client wrote it.
+        let upstream = params.request_id.as_ref().and_then(|id| lock(&self.forwarded).get(&id_key(id)).cloned());
+        if let Some(upstream) = upstream {
+            params.request_id = Some(upstream);
+        }
         let note = ClientNotification::CancelledNotification(CancelledNotification::new(params));
         self.notify(self.with_meta(note, &context)).await;
     }
