@@ -168,9 +168,18 @@ impl ServerHandler for Proxy {
     async fn on_cancelled(&self, mut params: CancelledNotificationParam, context: NotificationContext<RoleServer>) {
         // A request still waiting is named by the id rmcp gave it upstream; any other
         // cancellation goes as the client wrote it.
-        let upstream = params.request_id.as_ref().and_then(|id| lock(&self.forwarded).get(&id_key(id)).cloned());
-        if let Some(upstream) = upstream {
-            params.request_id = Some(upstream);
+        // Sent as written, a cancellation must not name another request that rmcp numbered the
+        // same: rmcp fails its own request of that id at once (src/service.rs:1606-1611).
+        let (upstream, collides) = {
+            let forwarded = lock(&self.forwarded);
+            let named = params.request_id.as_ref();
+            let upstream = named.and_then(|id| forwarded.get(&id_key(id)).cloned());
+            (upstream, named.is_some_and(|id| forwarded.values().any(|up| up == id)))
+        };
+        match upstream {
+            Some(upstream) => params.request_id = Some(upstream),
+            None if collides => return,
+            None => {}
         }
         let note = ClientNotification::CancelledNotification(CancelledNotification::new(params));
         self.notify(self.with_meta(note, &context)).await;
