@@ -198,7 +198,12 @@ pub fn live_scenario() -> impl Strategy<Value = RelayScenario> {
 /// fault kind, and a client that completes its handshake first and names its ids in `_meta`,
 /// as for a live bridge.
 pub fn sdk_scenario() -> impl Strategy<Value = RelayScenario> {
-    scenario_of(RelayBugs::default(), timing().boxed(), KINDS, true)
+    sdk_scenario_of(KINDS)
+}
+
+/// [`sdk_scenario`] drawing only the given fault kinds.
+pub fn sdk_scenario_of(kinds: &'static [&'static str]) -> impl Strategy<Value = RelayScenario> {
+    scenario_of(RelayBugs::default(), timing().boxed(), kinds, true)
 }
 
 fn scenario_of(bugs: RelayBugs, timing: BoxedStrategy<Timing>, kinds: &'static [&'static str], live: bool) -> impl Strategy<Value = RelayScenario> {
