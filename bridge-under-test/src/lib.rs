@@ -9,5 +9,6 @@ pub mod events;
 pub mod net;
 pub mod relay;
 pub mod rng;
+pub mod sdk;
 pub mod seam;
 pub mod stdio;

@@ -16,6 +16,7 @@ pub mod relay;
 pub mod runner;
 pub mod scenario;
 pub mod schema;
+pub mod sdk;
 pub mod seed;
 pub mod swarm;
 pub mod token;

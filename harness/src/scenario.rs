@@ -18,16 +18,19 @@ pub enum Family {
     Relay,
     Channel,
     Daemon,
+    /// rmcp's own stdio ⇄ Streamable HTTP bridge (`sdk/`).
+    Sdk,
 }
 
 impl Family {
-    pub const ALL: &'static [Family] = &[Family::Relay, Family::Channel, Family::Daemon];
+    pub const ALL: &'static [Family] = &[Family::Relay, Family::Channel, Family::Daemon, Family::Sdk];
 
     pub fn name(self) -> &'static str {
         match self {
             Family::Relay => "relay",
             Family::Channel => "channel",
             Family::Daemon => "daemon",
+            Family::Sdk => "sdk",
         }
     }
 
@@ -44,6 +47,7 @@ impl Family {
             Family::Relay => relay::coverage::TABLES,
             Family::Channel => channel::coverage::TABLES,
             Family::Daemon => daemon::coverage::TABLES,
+            Family::Sdk => relay::coverage::TABLES,
         }
     }
 
@@ -54,6 +58,7 @@ impl Family {
             Family::Relay => relay::checks::check(trace, schema),
             Family::Channel => channel::checks::check(trace, schema),
             Family::Daemon => daemon::checks::check(trace, schema),
+            Family::Sdk => crate::sdk::checks::check(trace, schema),
         }
     }
 
@@ -75,6 +80,7 @@ impl Family {
             Family::Relay => bridge_under_test::relay::RelayBugs::NAMES,
             Family::Channel => bridge_under_test::channel::ChannelBugs::NAMES,
             Family::Daemon => bridge_under_test::daemon::DaemonBugs::NAMES,
+            Family::Sdk => bridge_under_test::sdk::SdkBugs::NAMES,
         }
     }
 }
@@ -99,6 +105,8 @@ pub enum FamilyScenario {
     Relay(RelayScenario),
     Channel(ChannelScenario),
     Daemon(DaemonScenario),
+    /// A relay scenario run against rmcp's bridge (its `bugs` stay off).
+    Sdk(crate::sdk::SdkScenario),
 }
 
 impl FamilyScenario {
@@ -108,6 +116,7 @@ impl FamilyScenario {
             Family::Relay => relay::case_strategy(enable(bugs), seed),
             Family::Channel => channel::case_strategy(enable(bugs), seed),
             Family::Daemon => daemon::case_strategy(enable(bugs), seed),
+            Family::Sdk => crate::sdk::case_strategy(enable(bugs), seed),
         }
     }
 
@@ -117,6 +126,7 @@ impl FamilyScenario {
             Self::Relay(relay) => Box::new(relay::Driver::setup(relay, seed, sim)),
             Self::Channel(channel) => Box::new(channel::Driver::setup(channel, seed, sim)),
             Self::Daemon(d) => Box::new(daemon::Driver::setup(d, seed, sim)),
+            Self::Sdk(sdk) => Box::new(crate::sdk::Driver::setup(sdk, seed, sim)),
         }
     }
 
@@ -130,6 +140,7 @@ impl FamilyScenario {
             Self::Relay(_) => Family::Relay,
             Self::Channel(_) => Family::Channel,
             Self::Daemon(_) => Family::Daemon,
+            Self::Sdk(_) => Family::Sdk,
         }
     }
 
@@ -139,6 +150,7 @@ impl FamilyScenario {
             Self::Relay(_) => relay::coverage::observe(trace),
             Self::Channel(_) => channel::coverage::observe(trace),
             Self::Daemon(_) => daemon::coverage::observe(trace),
+            Self::Sdk(_) => relay::coverage::observe(trace),
         }
     }
 
@@ -146,6 +158,7 @@ impl FamilyScenario {
     pub fn summary(&self) -> String {
         match self {
             Self::Relay(relay) => format!("{} steps, {} faults", relay.script.steps.len(), relay.faults.len()),
+            Self::Sdk(sdk) => format!("{} steps, {} faults", sdk.script.steps.len(), sdk.faults.len()),
             Self::Channel(channel) => format!(
                 "{} agent steps, {} gateway steps, {} faults",
                 channel.agent.steps.len(),
@@ -160,6 +173,7 @@ impl FamilyScenario {
     pub fn size(&self) -> usize {
         match self {
             Self::Relay(relay) => relay.script.steps.len() + relay.faults.len(),
+            Self::Sdk(sdk) => sdk.script.steps.len() + sdk.faults.len(),
             Self::Channel(channel) => channel.agent.steps.len() + channel.gateway.len() + channel.faults.len(),
             Self::Daemon(d) => d.invocations.len() + d.faults.len(),
         }
@@ -169,6 +183,7 @@ impl FamilyScenario {
     pub fn clear_bugs(&mut self) {
         match self {
             Self::Relay(relay) => relay.bugs = Default::default(),
+            Self::Sdk(sdk) => sdk.bugs = Default::default(),
             Self::Channel(channel) => channel.bugs = Default::default(),
             Self::Daemon(d) => d.bugs = Default::default(),
         }
@@ -180,6 +195,7 @@ impl FamilyScenario {
             Self::Relay(relay) => bugs.iter().try_for_each(|bug| relay.bugs.enable(bug)),
             Self::Channel(channel) => bugs.iter().try_for_each(|bug| channel.bugs.enable(bug)),
             Self::Daemon(d) => bugs.iter().try_for_each(|bug| d.bugs.enable(bug)),
+            Self::Sdk(sdk) => bugs.iter().try_for_each(|bug| sdk.bugs.enable(bug)),
         }
     }
 }
@@ -210,6 +226,12 @@ impl BugSet for bridge_under_test::channel::ChannelBugs {
     }
 }
 
+impl BugSet for bridge_under_test::sdk::SdkBugs {
+    fn enable(&mut self, name: &str) -> Result<(), String> {
+        bridge_under_test::sdk::SdkBugs::enable(self, name)
+    }
+}
+
 impl BugSet for bridge_under_test::daemon::DaemonBugs {
     fn enable(&mut self, name: &str) -> Result<(), String> {
         bridge_under_test::daemon::DaemonBugs::enable(self, name)
@@ -232,6 +254,7 @@ impl Scenario {
             FamilyScenario::Relay(_) => Family::Relay,
             FamilyScenario::Channel(_) => Family::Channel,
             FamilyScenario::Daemon(_) => Family::Daemon,
+            FamilyScenario::Sdk(_) => Family::Sdk,
         }
     }
 

@@ -5,6 +5,7 @@
 pub mod channel;
 pub mod daemon;
 pub mod daemon_lifecycle;
+pub mod sdk;
 
 use bridge_under_test::relay::client::{ClientScript, Op, Step, Tool};
 use bridge_under_test::relay::RelayBugs;

@@ -122,6 +122,10 @@ pub struct RelayerConfig {
     pub seed: u64,
     /// `host:port` as clients reach it, for endpoint events that name an absolute URL.
     pub authority: String,
+    /// It sends log messages and tool-list changes of its own (the live engine's server
+    /// traffic), and so declares the `logging` and `tools.listChanged` capabilities; a server
+    /// declares only what it uses, and a client may act on a declaration (rmcp's does).
+    pub announces: bool,
 }
 
 impl Default for RelayerConfig {
@@ -134,6 +138,7 @@ impl Default for RelayerConfig {
             remember_deadline_ms: 90_000,
             seed: 0,
             authority: format!("{}:{}", crate::events::host::RELAYER, super::RELAYER_PORT),
+            announces: false,
         }
     }
 }

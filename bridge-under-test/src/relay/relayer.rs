@@ -304,6 +304,8 @@ impl App {
         let mut result = jsonrpc::initialize_result(msg, "mock-relayer", "1.0.0");
         if self.0.transport != Transport::Relayer {
             result["protocolVersion"] = json!(negotiate(msg));
+        }
+        if self.0.config.announces && self.0.transport != Transport::Relayer {
             // What the server may send unasked (`RelayerKnobs::server_notes`): log messages and
             // tool list changes.
             result["capabilities"]["logging"] = json!({});

@@ -204,6 +204,7 @@ fn relayer_config(scenario: &RelayScenario, seed: u64) -> RelayerConfig {
         seed: derive(seed, "relayer"),
         // Filled in when the port is known; only endpoint events in the absolute style use it.
         authority: "127.0.0.1".to_string(),
+        announces: true,
         ..RelayerConfig::default()
     }
 }

@@ -216,6 +216,18 @@ pub fn live_scenario() -> impl Strategy<Value = RelayScenario> {
     })
 }
 
+/// A relay scenario for the sdk family (rmcp's bridge in the simulation): every timing and
+/// fault kind, and a client that completes its handshake first and names its ids in `_meta`,
+/// as for a live bridge.
+pub fn sdk_scenario() -> impl Strategy<Value = RelayScenario> {
+    sdk_scenario_of(KINDS)
+}
+
+/// [`sdk_scenario`] drawing only the given fault kinds.
+pub fn sdk_scenario_of(kinds: &'static [&'static str]) -> impl Strategy<Value = RelayScenario> {
+    scenario_of(RelayBugs::default(), timing().boxed(), kinds, true)
+}
+
 fn scenario_of(bugs: RelayBugs, timing: BoxedStrategy<Timing>, kinds: &'static [&'static str], live: bool) -> impl Strategy<Value = RelayScenario> {
     (timing, crate::swarm::profile(kinds)).prop_flat_map(move |(timing, kinds)| {
         script(&timing, live).prop_flat_map(move |steps| {

@@ -10,6 +10,7 @@ mod examples;
 mod generated;
 mod regressions;
 mod scripted;
+mod sdk;
 
 /// Cases for generated runs: `PROPTEST_CASES` raises them.
 pub fn cases(default: u64) -> u64 {

@@ -1,0 +1,235 @@
+//! rmcp's `StreamableHttpClient` over hyper (HTTP/1.1) on the seam's TCP: what an author who
+//! builds on rmcp writes to run its Streamable HTTP client transport on their own connector.
+//! Modelled on rmcp's own hyper client (`transport/common/unix_socket.rs` in rmcp 3.11.0): one
+//! connection per request, `sse-stream` for event streams (as rmcp's `bounded_sse_stream`),
+//! the same mapping of statuses to `StreamableHttpError`s. Two differences, both for
+//! determinism: custom headers are applied in name order (rmcp hands them over in a `HashMap`,
+//! whose order is random), and nothing here reads a clock or draws randomness.
+
+// rmcp's trait hands headers over in a `HashMap`: they are put in name order before use.
+#![allow(clippy::disallowed_types)]
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+use http::{HeaderName, HeaderValue, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_client::{SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse};
+use sse_stream::{Sse, SseStream};
+
+use crate::seam;
+
+const SESSION_ID: &str = "Mcp-Session-Id";
+const LAST_EVENT_ID: &str = "Last-Event-Id";
+const EVENT_STREAM: &str = "text/event-stream";
+const JSON: &str = "application/json";
+
+/// What can go wrong below HTTP: the connection, or a request hyper would not build.
+#[derive(Debug)]
+pub enum ClientError {
+    Io(std::io::Error),
+    Hyper(hyper::Error),
+    Http(http::Error),
+    Json(serde_json::Error),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "io: {e}"),
+            Self::Hyper(e) => write!(f, "hyper: {e}"),
+            Self::Http(e) => write!(f, "http: {e}"),
+            Self::Json(e) => write!(f, "json: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+type Result<T> = std::result::Result<T, StreamableHttpError<ClientError>>;
+
+fn client(error: ClientError) -> StreamableHttpError<ClientError> {
+    StreamableHttpError::Client(error)
+}
+
+/// The client: every request opens a connection to `host:port` (the URI's authority names the
+/// same server for the `Host` header).
+#[derive(Clone, Debug)]
+pub struct SimHttpClient {
+    host: Arc<str>,
+    port: u16,
+}
+
+impl SimHttpClient {
+    pub fn new(host: &str, port: u16) -> Self {
+        Self { host: host.into(), port }
+    }
+
+    async fn send(&self, request: Request<Full<Bytes>>) -> std::result::Result<http::Response<Incoming>, ClientError> {
+        let stream = seam::TcpStream::connect((&*self.host, self.port)).await.map_err(ClientError::Io)?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(ClientError::Hyper)?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        sender.send_request(request).await.map_err(ClientError::Hyper)
+    }
+
+    fn builder(&self, method: Method, uri: &str, auth: Option<String>, custom: HashMap<HeaderName, HeaderValue>) -> http::request::Builder {
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(http::header::HOST, format!("{}:{}", self.host, self.port));
+        if let Some(auth) = auth {
+            builder = builder.header(http::header::AUTHORIZATION, format!("Bearer {auth}"));
+        }
+        // In name order: the map's own order is random per process.
+        let ordered: BTreeMap<String, (HeaderName, HeaderValue)> =
+            custom.into_iter().map(|(name, value)| (name.as_str().to_string(), (name, value))).collect();
+        for (_, (name, value)) in ordered {
+            builder = builder.header(name, value);
+        }
+        builder
+    }
+}
+
+fn content_type_is(response: &http::Response<Incoming>, expected: &str) -> bool {
+    let value = response.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    value.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case(expected)
+}
+
+fn session_of(response: &http::Response<Incoming>) -> Option<String> {
+    response.headers().get(SESSION_ID).and_then(|v| v.to_str().ok()).map(str::to_string)
+}
+
+async fn body_bytes(response: http::Response<Incoming>) -> Result<Bytes> {
+    Ok(response.into_body().collect().await.map_err(|e| client(ClientError::Hyper(e)))?.to_bytes())
+}
+
+fn sse(response: http::Response<Incoming>) -> BoxStream<'static, std::result::Result<Sse, SseError>> {
+    SseStream::from_bytes_stream(response.into_body().into_data_stream()).boxed()
+}
+
+impl StreamableHttpClient for SimHttpClient {
+    type Error = ClientError;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse> {
+        let body = serde_json::to_string(&message).map_err(|e| client(ClientError::Json(e)))?;
+        let mut builder = self
+            .builder(Method::POST, &uri, auth_header, custom_headers)
+            .header(http::header::CONTENT_TYPE, JSON)
+            .header(http::header::ACCEPT, format!("{EVENT_STREAM}, {JSON}"));
+        let attached = session_id.is_some();
+        if let Some(session) = session_id {
+            builder = builder.header(SESSION_ID, session.as_ref());
+        }
+        let request = builder.body(Full::new(Bytes::from(body))).map_err(|e| client(ClientError::Http(e)))?;
+        let response = self.send(request).await.map_err(client)?;
+        let status = response.status();
+        if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if status == StatusCode::NOT_FOUND && attached {
+            return Err(StreamableHttpError::SessionExpired);
+        }
+        let session = session_of(&response);
+        if !status.is_success() {
+            // A JSON-RPC error in the body is the server's answer (as rmcp's clients read it).
+            let is_json = content_type_is(&response, JSON);
+            let body = body_bytes(response).await?;
+            if is_json && !matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+                if let Ok(error @ JsonRpcMessage::Error(_)) = serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+                    return Ok(StreamableHttpPostResponse::Json(error, session));
+                }
+            }
+            let text = String::from_utf8_lossy(&body[..body.len().min(4_096)]).into_owned();
+            return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!("HTTP {status}: {text}"))));
+        }
+        let awaits_nothing = !matches!(message, ClientJsonRpcMessage::Request(_));
+        if content_type_is(&response, EVENT_STREAM) {
+            return Ok(StreamableHttpPostResponse::Sse(sse(response), session));
+        }
+        if content_type_is(&response, JSON) {
+            let body = body_bytes(response).await?;
+            return match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+                Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, session)),
+                Err(_) if awaits_nothing => Ok(StreamableHttpPostResponse::Accepted),
+                Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!("bad JSON: {e}")))),
+            };
+        }
+        if awaits_nothing {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        let kind = response.headers().get(http::header::CONTENT_TYPE).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        Err(StreamableHttpError::UnexpectedContentType(kind))
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<()> {
+        let request = self
+            .builder(Method::DELETE, &uri, auth_header, custom_headers)
+            .header(SESSION_ID, session_id.as_ref())
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| client(ClientError::Http(e)))?;
+        let response = self.send(request).await.map_err(client)?;
+        let status = response.status();
+        if status == StatusCode::METHOD_NOT_ALLOWED || status.is_success() {
+            return Ok(());
+        }
+        Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!("delete_session returned {status}"))))
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, std::result::Result<Sse, SseError>>> {
+        let mut builder = self
+            .builder(Method::GET, &uri, auth_header, custom_headers)
+            .header(http::header::ACCEPT, format!("{EVENT_STREAM}, {JSON}"));
+        if let Some(session) = session_id {
+            builder = builder.header(SESSION_ID, session.as_ref());
+        }
+        if let Some(last) = last_event_id {
+            builder = builder.header(LAST_EVENT_ID, last);
+        }
+        let request = builder.body(Full::new(Bytes::new())).map_err(|e| client(ClientError::Http(e)))?;
+        let response = self.send(request).await.map_err(client)?;
+        let status = response.status();
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            return Err(StreamableHttpError::ServerDoesNotSupportSse);
+        }
+        if !status.is_success() {
+            let body = body_bytes(response).await.unwrap_or_default();
+            let text = String::from_utf8_lossy(&body[..body.len().min(4_096)]).into_owned();
+            return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!("HTTP {status}: {text}"))));
+        }
+        if !content_type_is(&response, EVENT_STREAM) {
+            let kind = response.headers().get(http::header::CONTENT_TYPE).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+            return Err(StreamableHttpError::UnexpectedContentType(kind));
+        }
+        Ok(sse(response))
+    }
+}

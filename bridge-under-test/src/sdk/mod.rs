@@ -1,0 +1,33 @@
+//! The sdk family: a stdio ⇄ Streamable HTTP bridge built on rmcp, the official Rust SDK, as an
+//! author following its documentation writes one (`bridge.rs`), on an rmcp
+//! `StreamableHttpClient` over hyper and the seam's TCP (`http_client.rs`). It has no bug
+//! switches: what the harness finds in it is rmcp's behaviour.
+
+pub mod bridge;
+pub mod http_client;
+pub mod shim;
+
+pub use bridge::{run, Proxy, SdkBridgeConfig};
+
+crate::bug_switches! {
+    /// The family's switches. The system under test is rmcp as released; a switch turns off a
+    /// workaround the bridge carries for an rmcp defect (docs/findings.md), so the defect's
+    /// token still replays it.
+    SdkBugs {
+        /// Forward a client notification's `_meta` from `NotificationContext::meta`, as rmcp's
+        /// API offers it. rmcp 3.11.0 leaves that empty (src/service.rs:1775-1776 moves the
+        /// extensions out before the meta); the bridge reads the meta from
+        /// `context.extensions` instead.
+        notification_context_meta,
+        /// Hand rmcp a line that is JSON but no JSON-RPC message. rmcp 3.11.0 answers it with an
+        /// error that has no `id` member at all, even when the line's id was valid
+        /// (src/transport/async_rw.rs:257-260, 325-330); the bridge answers it itself, with the
+        /// line's id when it had a valid one, as JSON-RPC 2.0 §5 asks.
+        invalid_request_without_id,
+        /// Hand rmcp a request whose id is still in flight. rmcp 3.11.0 runs it and replaces
+        /// the first request's entry (src/service.rs:1652), so the first answer is dropped as
+        /// "cancelled" (src/service.rs:1568-1570) and the client reads the second's answer for
+        /// both; the bridge refuses the reuse itself (-32600 with the id).
+        in_flight_id_reuse,
+    }
+}
