@@ -58,6 +58,12 @@ pub fn judge(line: &str, bugs: SdkBugs, in_flight: &InFlight) -> Verdict {
     }
     let is_request = value.get("method").is_some() && value.get("id").is_some();
     if !is_request {
+        // rmcp writes no answer for a request the client cancelled: its id is free again.
+        if value.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+            if let Some(id) = value.pointer("/params/requestId") {
+                lock(in_flight).remove(&id.to_string());
+            }
+        }
         return Verdict::Pass;
     }
     let id = valid_id(&value).to_string();
