@@ -44,11 +44,3 @@ pub fn resumes_a_cut_stream() -> Scenario {
     let steps = vec![call(300, 1, Tool::Remember, 1_500)];
     sdk(32, fast_timing(30_000, 8_000), steps, vec![RelayFault::StreamEof { at_ms: 900 }])
 }
-
-/// The server restarts while a call's response stream is stalled (finding: the call never
-/// ends): rmcp retries the stream's resumption against the restarted server's 404 forever.
-pub fn restart_strands_a_call() -> Scenario {
-    let steps = vec![call(300, 1, Tool::Remember, 1_500), call(3_000, 2, Tool::Recall, 50)];
-    let faults = vec![RelayFault::StreamStall { at_ms: 600, for_ms: 2_000 }, RelayFault::RelayerBounce { at_ms: 2_000 }];
-    sdk(33, fast_timing(30_000, 8_000), steps, faults)
-}

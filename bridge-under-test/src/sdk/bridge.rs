@@ -166,10 +166,11 @@ impl ServerHandler for Proxy {
     }
 
     async fn on_cancelled(&self, mut params: CancelledNotificationParam, context: NotificationContext<RoleServer>) {
+        let Ok(peer) = self.peer().await else { return };
         // A request still waiting is named by the id rmcp gave it upstream; any other
-        // cancellation goes as the client wrote it.
-        // Sent as written, a cancellation must not name another request that rmcp numbered the
-        // same: rmcp fails its own request of that id at once (src/service.rs:1606-1611).
+        // cancellation goes as the client wrote it, unless that would name another request that
+        // rmcp numbered the same: rmcp fails its own request of that id at once
+        // (src/service.rs:1606-1611). Decided once connected, when the numbering is known.
         let (upstream, collides) = {
             let forwarded = lock(&self.forwarded);
             let named = params.request_id.as_ref();
@@ -182,7 +183,7 @@ impl ServerHandler for Proxy {
             None => {}
         }
         let note = ClientNotification::CancelledNotification(CancelledNotification::new(params));
-        self.notify(self.with_meta(note, &context)).await;
+        let _ = peer.send_notification(self.with_meta(note, &context)).await;
     }
 
     async fn on_progress(&self, params: ProgressNotificationParam, context: NotificationContext<RoleServer>) {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::ClientJsonRpcMessage;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use futures_util::FutureExt;
 use tokio::sync::mpsc;
 
 use super::SdkBugs;
@@ -57,6 +58,12 @@ pub fn judge(line: &str, bugs: SdkBugs, in_flight: &InFlight) -> Verdict {
     }
     let is_request = value.get("method").is_some() && value.get("id").is_some();
     if !is_request {
+        // rmcp writes no answer for a request the client cancelled: its id is free again.
+        if value.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+            if let Some(id) = value.pointer("/params/requestId") {
+                lock(in_flight).remove(&id.to_string());
+            }
+        }
         return Verdict::Pass;
     }
     let id = valid_id(&value).to_string();
@@ -96,14 +103,56 @@ pub async fn inbound(stdin: DuplexStream, mut to_rmcp: DuplexStream, out: mpsc::
     let _ = to_rmcp.shutdown().await;
 }
 
-/// Copy rmcp's lines to `out`, ending their ids' flight.
+/// Copy rmcp's lines to `out`, ending their ids' flight. Lines rmcp writes together (in one
+/// turn of the runtime: the same virtual instant) go out as a batch with its answers in id
+/// order: rmcp 3.11.0 fails the requests pending on a re-initialized session by iterating a
+/// `HashSet` (src/transport/streamable_http_client.rs:865-866), whose order is random per
+/// process, and that order would otherwise reach the client's stdout and the trace.
 pub async fn outbound(from_rmcp: DuplexStream, out: mpsc::UnboundedSender<String>, in_flight: InFlight) {
     let mut lines = BufReader::new(from_rmcp).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        answered(&line, &in_flight);
-        if out.send(line).is_err() {
-            break;
+    let mut open = true;
+    while open {
+        let Ok(Some(first)) = lines.next_line().await else { break };
+        let mut batch = vec![first];
+        // Let every task the same event woke write its line first.
+        for _ in 0..BATCH_YIELDS {
+            tokio::task::yield_now().await;
         }
+        // `next_line` is cancel safe: a line not complete yet stays buffered.
+        while let Some(next) = lines.next_line().now_or_never() {
+            match next {
+                Ok(Some(line)) => batch.push(line),
+                _ => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        answers_in_id_order(&mut batch);
+        for line in batch {
+            answered(&line, &in_flight);
+            if out.send(line).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// How often the outbound copy yields before taking what rmcp wrote at the same instant.
+const BATCH_YIELDS: usize = 8;
+
+/// Put the answers (lines with an id and no method) of a batch in id order, in the places
+/// answers held; every other line keeps its place.
+pub fn answers_in_id_order(batch: &mut [String]) {
+    let answer_id = |line: &String| -> Option<String> {
+        let value = serde_json::from_str::<Value>(line).ok()?;
+        value.get("method").is_none().then(|| value.get("id").map(Value::to_string)).flatten()
+    };
+    let places: Vec<usize> = (0..batch.len()).filter(|&i| answer_id(&batch[i]).is_some()).collect();
+    let mut answers: Vec<String> = places.iter().map(|&i| batch[i].clone()).collect();
+    answers.sort_by_key(|line| answer_id(line));
+    for (place, answer) in places.into_iter().zip(answers) {
+        batch[place] = answer;
     }
 }
 
@@ -143,5 +192,14 @@ mod tests {
         off.enable("in_flight_id_reuse").unwrap();
         assert_eq!(judge(r#"{"id":4,"jsonrpc":"2.0","method":7}"#, off, &flight), Verdict::Pass);
         assert_eq!(judge(ping, off, &flight), Verdict::Pass);
+    }
+
+    #[test]
+    fn a_batch_puts_its_answers_in_id_order_and_leaves_other_lines_in_place() {
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#.to_string();
+        let answer = |id: &str| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
+        let mut batch = vec![answer("6"), note.clone(), answer("2"), answer("\"r1\"")];
+        answers_in_id_order(&mut batch);
+        assert_eq!(batch, vec![answer("\"r1\""), note, answer("2"), answer("6")]);
     }
 }

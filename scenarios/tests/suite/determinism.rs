@@ -37,6 +37,11 @@ fn twenty_daemon_scenarios_run_twice_give_identical_traces() {
 }
 
 #[test]
+fn twenty_sdk_scenarios_run_twice_give_identical_traces() {
+    assert_deterministic(Family::Sdk, 0xD37E_0031, 20);
+}
+
+#[test]
 fn a_token_regenerates_the_same_scenario() {
     let token = Token::parse("v1.relay.none.00000000000000aa").unwrap();
     assert_eq!(hunt::generate(&token).current(), hunt::generate(&token).current());

@@ -17,10 +17,6 @@ fn snapshot(name: &str, outcome: &Outcome) {
     settings.bind(|| insta::assert_snapshot!(name, scenarios::snapshot(&outcome.trace)));
 }
 
-fn invariants(outcome: &Outcome) -> Vec<&str> {
-    outcome.violations.iter().map(|v| v.invariant.as_str()).collect()
-}
-
 /// The ids (as JSON) of the answers the client read.
 fn answered(outcome: &Outcome) -> Vec<String> {
     outcome
@@ -37,7 +33,9 @@ fn answered(outcome: &Outcome) -> Vec<String> {
 fn rmcp_forwards_every_request() {
     let outcome = run(&scenarios::sdk::forwards_calls());
     assert_eq!(outcome.violations, vec![]);
-    assert_eq!(answered(&outcome), ["0", "2", "1", "3", "4", "5"]);
+    let mut ids = answered(&outcome);
+    ids.sort();
+    assert_eq!(ids, ["0", "1", "2", "3", "4", "5"]);
     assert_eq!(outcome.trace.of_kind(kind::TOOL_EXEC).count(), 3);
     snapshot("sdk_forwards_calls", &outcome);
 }
@@ -53,19 +51,6 @@ fn rmcp_resumes_a_cut_stream() {
     assert!(resumed, "rmcp resumed the stream with Last-Event-ID");
     assert_eq!(answered(&outcome), ["0", "1"]);
     snapshot("sdk_resumes_a_cut_stream", &outcome);
-}
-
-// Goal: keep the finding "a restart strands a call" replayable (docs/findings.md). Method: the
-// call's stream stalls, the server restarts; rmcp's resumption GETs meet 404 and are retried
-// forever, the call never ends while a later call succeeds on a new session.
-#[test]
-fn rmcp_strands_a_call_across_a_restart() {
-    let outcome = run(&scenarios::sdk::restart_strands_a_call());
-    assert_eq!(invariants(&outcome), ["reply_accounting"]);
-    let refused = outcome.trace.of_kind(kind::STREAM_REFUSED).filter(|(_, e)| e.text("status") == "404").count();
-    assert!(refused >= 3, "rmcp keeps resuming against 404: {refused}");
-    assert_eq!(answered(&outcome), ["0", "2"]);
-    snapshot("sdk_restart_strands_a_call", &outcome);
 }
 
 #[test]
