@@ -130,7 +130,7 @@ async fn drive(
         public_port,
     };
     let server = MockServer::start(parts, recorder.clone()).map_err(|e| NotRun(format!("the mock server did not start: {e}")))?;
-    let proxy = proxy_listener.map(|(listener, port)| LinkProxy::forward(listener, port, server.port));
+    let proxy = proxy_listener.map(|(listener, _)| LinkProxy::forward(listener, server.port));
     let url = server.url(public_port);
     let env = bridge_env(scenario, seed, &bridge.profile);
     let wrapper = match speed {

@@ -3,16 +3,13 @@
 //! and no close crosses in either direction; on release everything held goes through, in order,
 //! as after a partition that heals. Turmoil's `hold`/`release` do the same in the simulation.
 
-use std::rc::Rc;
-
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 /// A running proxy; dropping it stops accepting (open connections end with the case's runtime).
 pub struct LinkProxy {
-    pub port: u16,
-    held: Rc<watch::Sender<bool>>,
+    held: watch::Sender<bool>,
     accept: tokio::task::JoinHandle<()>,
 }
 
@@ -26,7 +23,7 @@ impl LinkProxy {
 
     /// Forward every connection accepted on `listener` to 127.0.0.1:`upstream` (on the current
     /// `LocalSet`).
-    pub fn forward(listener: TcpListener, port: u16, upstream: u16) -> Self {
+    pub fn forward(listener: TcpListener, upstream: u16) -> Self {
         let (held, watching) = watch::channel(false);
         let accept = tokio::task::spawn_local(async move {
             while let Ok((inbound, _)) = listener.accept().await {
@@ -45,7 +42,7 @@ impl LinkProxy {
                 });
             }
         });
-        Self { port, held: Rc::new(held), accept }
+        Self { held, accept }
     }
 
     /// Hold (`true`) or release (`false`) every byte on the link.
@@ -93,7 +90,7 @@ mod tests {
             let server = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
             let upstream = server.local_addr().unwrap().port();
             let (listener, port) = LinkProxy::bind().await.unwrap();
-            let proxy = LinkProxy::forward(listener, port, upstream);
+            let proxy = LinkProxy::forward(listener, upstream);
             let echo = tokio::task::spawn_local(async move {
                 let (mut conn, _) = server.accept().await.unwrap();
                 let mut buf = [0u8; 64];

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::checks::Facts;
 use super::faults::SERVER_ID_META;
 use crate::check::{capped, message};
-use crate::trace::Violation;
+use crate::trace::{TraceEvent, Violation};
 
 /// One message the server wrote unasked: where, when, on which stream connection.
 struct Sent {
@@ -19,6 +19,15 @@ struct Sent {
     stream: String,
     msg: Value,
     method: String,
+}
+
+/// The POSTs among `events` that carry an answer (no method) to the server's request `key`.
+fn answer_posts<'a>(events: &'a [TraceEvent], key: &'a str) -> impl Iterator<Item = &'a TraceEvent> + 'a {
+    events.iter().filter(move |e| e.host == host::RELAYER && e.kind == kind::HTTP_POST && e.text("id") == key && e.text("method").is_empty())
+}
+
+fn accepted(post: &TraceEvent) -> bool {
+    (200..300).contains(&super::story::post_status(post))
 }
 
 /// The id a server request carries in its `_meta` (a JSON pointer's escaping of the key).
@@ -76,13 +85,8 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             .iter()
             .find(|e| e.host == host::CLIENT && e.kind == kind::MCP_RECV && same(&message(e)));
         // A `ping` checks the server's own peer, the bridge, which may answer it itself.
-        let answered_by_bridge = || {
-            let key = server_id.as_ref().map(Value::to_string).unwrap_or_default();
-            events[sent.index..].iter().any(|e| {
-                e.host == host::RELAYER && e.kind == kind::HTTP_POST && e.text("id") == key && (200..300).contains(&super::story::post_status(e))
-            })
-        };
-        if read.is_none() && sent.method == "ping" && answered_by_bridge() {
+        let key = server_id.as_ref().map(Value::to_string).unwrap_or_default();
+        if read.is_none() && sent.method == "ping" && answer_posts(&events[sent.index..], &key).any(accepted) {
             continue;
         }
         let Some(read) = read else {
@@ -94,7 +98,9 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             found.push(facts.violation("server_messages_delivered", sent.index, detail));
             continue;
         };
-        let Some(server_id) = server_id else { continue };
+        if server_id.is_none() {
+            continue;
+        }
         // A request: the client's answer (under the id the client read) must reach the server,
         // under the id the server gave it.
         let read_id = message(read).get("id").cloned();
@@ -105,12 +111,8 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             }
         });
         let Some(answered) = answered else { continue };
-        let key = server_id.to_string();
-        let posts: Vec<_> = events[answered..]
-            .iter()
-            .filter(|e| e.host == host::RELAYER && e.kind == kind::HTTP_POST && e.text("id") == key && e.text("method").is_empty())
-            .collect();
-        if posts.iter().any(|e| (200..300).contains(&super::story::post_status(e))) {
+        let posts: Vec<_> = answer_posts(&events[answered..], &key).collect();
+        if posts.iter().copied().any(accepted) {
             continue;
         }
         let answer_at = events[answered].at_ms;
