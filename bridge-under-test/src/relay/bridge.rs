@@ -601,9 +601,12 @@ impl Bridge {
             }
             // A stream that ended soon after it opened, before or after its endpoint, counts
             // as a failed attempt: the next connect backs off, so a relayer that keeps accepting
-            // and dropping streams never sees a reconnect storm.
+            // and dropping streams never sees a reconnect storm. A stream the bridge closed
+            // itself after its endpoint arrived did not fail: the connect had succeeded, and
+            // the backoff starts over.
             let lived = ms_since(state.opened_at);
-            if state.stream_open && lived >= STABLE_STREAM_MS {
+            let chosen = state.session.is_some() && BRIDGE_CHOSEN_CLOSES.contains(&reason);
+            if chosen || (state.stream_open && lived >= STABLE_STREAM_MS) {
                 state.attempt = 0;
             } else {
                 state.attempt += 1;
@@ -838,6 +841,9 @@ fn interval_ms(ms: u64) -> tokio::time::Interval {
 
 /// A stream that stays open this long counts as a success for the reconnect backoff.
 const STABLE_STREAM_MS: u64 = 2_000;
+/// Why the bridge closes a working stream itself: replies stopped reaching it although the stream
+/// is alive, or the client's own `initialize` replaced the one it made up.
+const BRIDGE_CHOSEN_CLOSES: [&str; 2] = ["orphans", "reinitialize"];
 
 /// The first wait before retrying a POST refused transiently; each further retry waits twice
 /// as long (250·2^attempt ms).

@@ -523,6 +523,24 @@ fn an_id_reused_as_its_answer_arrives_is_told_apart_by_its_answer() {
     assert!(r7[1].contains("still in flight") && r7[2].contains("recall a7"), "the race this case keeps did not happen: {r7:#?}");
 }
 
+// Goal: a stream the bridge closes itself, after its endpoint arrived, is no failed connect:
+// the reconnect backoff starts over. Method: replay the case the 20-seed soak reported (relay
+// seed 0xf1b71f3fee52d714, case 752, token v1.relay.none.6f80b9befa6fb257, shrunk): a flap
+// drops six streams in a row, so the backoff climbs to attempt 5; the seventh stream works, two
+// calls posted late are closed out at their deadline and the bridge closes the stream for
+// orphans 1.7 s after it opened. That close counted as a seventh failure, the next connect
+// waited the 15 s cap, and the client's EOF at 49.6 s found no session (MODEL.md §1: the
+// attempt resets on success).
+#[test]
+fn a_stream_the_bridge_closes_itself_does_not_raise_the_backoff() {
+    let outcome = race("relay_backoff_kept_after_a_chosen_close");
+    assert_eq!(outcome.violations, vec![]);
+    let closed = events(&outcome, kind::SSE_CLOSED);
+    let orphans = closed.iter().find(|e| e.text("reason") == "orphans").expect("the race this case keeps did not happen: no close for orphans");
+    let next = events(&outcome, kind::SSE_CONNECT).into_iter().find(|e| e.at_ms >= orphans.at_ms).expect("no connect after the close for orphans");
+    assert_eq!(next.num("attempt"), 0, "the connect after a chosen close backs off as after a failure");
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
@@ -562,6 +580,7 @@ fn mutants_gate_relay() {
         "relay_handshake_left_after_a_refused_initialize",
         "relay_post_retries_false_alarm",
         "relay_id_reused_as_its_answer_arrives",
+        "relay_backoff_kept_after_a_chosen_close",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
