@@ -54,6 +54,11 @@ impl Coverage {
             .map_or(0, |(_, n)| *n)
     }
 
+    /// Every cell of one table observed, with its count.
+    pub fn cells<'a>(&'a self, table: &'a str) -> impl Iterator<Item = (&'a Cell, u64)> + 'a {
+        self.counts.iter().filter(move |(cell, _)| cell.table == table).map(|(cell, n)| (cell, *n))
+    }
+
     /// Declared, reachable cells that no case hit.
     pub fn zeros(&self, tables: &[Table]) -> Vec<(&'static str, &'static str, &'static str)> {
         let mut out = Vec::new();

@@ -324,7 +324,14 @@ fn work(pool: &Pool, worker: usize, sender: &mpsc::Sender<Message>) {
             let again = run_with(&scenario, options);
             outcome.violations.extend(divergence(&outcome.trace, &again.trace));
         }
-        let cells = if config.coverage { scenario.family.coverage(&outcome.trace) } else { Vec::new() };
+        let cells = if config.coverage {
+            // The run's cells, then its oracles' verdicts (counted by checking the trace again).
+            let mut cells = scenario.family.coverage(&outcome.trace);
+            cells.extend(crate::verdicts::counting(|| crate::runner::check(&scenario, &outcome.trace)).1);
+            cells
+        } else {
+            Vec::new()
+        };
         let _ = sender.send(Message::Done { worker, outcome: summary_of(&outcome), cells });
         if !outcome.failed() || !claim(pool, k, &outcome) {
             continue;

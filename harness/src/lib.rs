@@ -21,4 +21,5 @@ pub mod seed;
 pub mod swarm;
 pub mod token;
 pub mod trace;
+pub mod verdicts;
 pub mod view;

@@ -272,6 +272,7 @@ fn hunt_command(args: HuntArgs) -> Result<ExitCode, String> {
     if args.coverage {
         for report in &reports {
             print!("{}", report.coverage.render(report.family.coverage_tables()));
+            print!("{}", harness::verdicts::render(&report.coverage));
         }
     }
     let findings: Vec<&hunt::Finding> = reports.iter().flat_map(|r| &r.findings).collect();

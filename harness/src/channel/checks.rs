@@ -39,11 +39,7 @@ pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
 
 /// Run every checker.
 pub fn check(trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
-    let facts = Facts::new(trace, schema);
-    CHECKERS
-        .iter()
-        .flat_map(|(_, checker)| checker(&facts))
-        .collect()
+    crate::verdicts::run(CHECKERS, &Facts::new(trace, schema))
 }
 
 /// One tracked entry (a first `pending.add`), with the oracle's expiry and how it left.

@@ -62,11 +62,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
 
 /// Run every checker.
 pub fn check(trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
-    let facts = Facts::new(trace, schema);
-    CHECKERS
-        .iter()
-        .flat_map(|(_, checker)| checker(&facts))
-        .collect()
+    crate::verdicts::run(CHECKERS, &Facts::new(trace, schema))
 }
 
 /// How an attempt ended at the CLI.

@@ -76,11 +76,8 @@ pub fn judge(trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
     let promised: Vec<&str> = promises.split('+').collect();
     let exit_within_ms = spec.map_or(0, |e| e.num("exit_within_ms"));
     let facts = Facts::new(trace, schema);
-    let mut found: Vec<Violation> = CHECKERS
-        .iter()
-        .filter(|(name, _)| UNIVERSAL.contains(name) || promised.contains(name))
-        .flat_map(|(_, checker)| checker(&facts))
-        .collect();
+    let judged: Vec<_> = CHECKERS.iter().copied().filter(|(name, _)| UNIVERSAL.contains(name) || promised.contains(name)).collect();
+    let mut found = crate::verdicts::run(&judged, &facts);
     found.extend(stdout_only_jsonrpc(trace));
     found.extend(process_lifetime(trace, exit_within_ms));
     found

@@ -59,8 +59,7 @@ pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
 
 /// Run every checker.
 pub fn check(trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
-    let facts = Facts::new(trace, schema);
-    CHECKERS.iter().flat_map(|(_, checker)| checker(&facts)).collect()
+    crate::verdicts::run(CHECKERS, &Facts::new(trace, schema))
 }
 
 /// One client request as seen at the stdio boundary, and how it ended.

@@ -1,0 +1,206 @@
+//! Excuse accounting (ORACLES.md §8): every oracle counts, per run, the verdicts it made — held
+//! (judged, and the system passed), excused (not judged, by the mechanism the excuse names) and
+//! failed — so an oracle that excuses most of what it sees shows as a blind spot in
+//! `hunt --coverage` instead of hiding behind a clean hunt.
+//!
+//! A checker stays a pure function of the trace: it calls [`held`] or [`excused`] where it
+//! decides, and the family's runner ([`run`]) names the oracle and counts its violations as
+//! failed. Outside [`counting`] (a checker's unit test, say) the calls do nothing.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::coverage::{Cell, Coverage};
+use crate::trace::Violation;
+
+/// The coverage table the verdicts are counted in: one row per oracle.
+pub const TABLE: &str = "verdicts";
+/// The column of a verdict the system passed.
+pub const HELD: &str = "held";
+/// The column of a verdict the system failed.
+pub const FAILED: &str = "failed";
+/// The prefix of an excused verdict's column: `excused: <mechanism>`.
+const EXCUSED: &str = "excused: ";
+/// An oracle that excuses more than this share of its verdicts is flagged in the report.
+pub const BLIND_SHARE: f64 = 0.25;
+
+/// `(oracle, column)` → count, for the run being checked.
+type Counts = BTreeMap<(&'static str, &'static str), u64>;
+
+struct Ledger {
+    oracle: &'static str,
+    counts: Counts,
+}
+
+thread_local! {
+    static LEDGER: RefCell<Option<Ledger>> = const { RefCell::new(None) };
+}
+
+fn add(column: &'static str, n: u64) {
+    LEDGER.with(|ledger| {
+        if let Some(ledger) = ledger.borrow_mut().as_mut() {
+            *ledger.counts.entry((ledger.oracle, column)).or_default() += n;
+        }
+    });
+}
+
+/// The oracle being run judged one case of its property, and the system held it.
+pub fn held() {
+    add(HELD, 1);
+}
+
+/// The oracle being run did not judge one case of its property: `mechanism` says which
+/// observed effect of which fault forced the outcome (a reset of this connection, this reply
+/// swallowed, this process killed). A `&'static str`, so a mechanism is a fixed phrase, never a
+/// detail of one run.
+pub fn excused(mechanism: &'static str) {
+    add(mechanism, 1);
+}
+
+/// Run named checkers over `facts`: each one's verdicts are counted under its name, its
+/// violations as failed.
+pub fn run<F, C: Fn(&F) -> Vec<Violation>>(checkers: &[(&'static str, C)], facts: &F) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for (name, checker) in checkers {
+        LEDGER.with(|ledger| {
+            if let Some(ledger) = ledger.borrow_mut().as_mut() {
+                ledger.oracle = name;
+            }
+        });
+        let violations = checker(facts);
+        add(FAILED, violations.len() as u64);
+        found.extend(violations);
+    }
+    found
+}
+
+/// Run `check` with the ledger open: its result and the verdicts counted, as cells of [`TABLE`].
+pub fn counting<R>(check: impl FnOnce() -> R) -> (R, Vec<Cell>) {
+    LEDGER.with(|ledger| *ledger.borrow_mut() = Some(Ledger { oracle: "", counts: Counts::new() }));
+    let result = check();
+    let counts = LEDGER.with(|ledger| ledger.borrow_mut().take()).map(|l| l.counts).unwrap_or_default();
+    let mut cells = Vec::new();
+    for ((oracle, column), n) in counts {
+        let column = if column == HELD || column == FAILED { column.to_string() } else { format!("{EXCUSED}{column}") };
+        for _ in 0..n {
+            cells.push(Cell::new(TABLE, oracle, column.clone()));
+        }
+    }
+    (result, cells)
+}
+
+/// One oracle's totals over the cases counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub held: u64,
+    pub failed: u64,
+    /// Excused verdicts by mechanism.
+    pub excused: BTreeMap<String, u64>,
+}
+
+impl Totals {
+    pub fn excused_total(&self) -> u64 {
+        self.excused.values().sum()
+    }
+
+    pub fn seen(&self) -> u64 {
+        self.held + self.failed + self.excused_total()
+    }
+
+    /// The share of its verdicts the oracle excused (0 when it saw nothing).
+    pub fn excused_share(&self) -> f64 {
+        self.excused_total() as f64 / self.seen().max(1) as f64
+    }
+}
+
+/// Every oracle's totals in a coverage report.
+pub fn totals(coverage: &Coverage) -> BTreeMap<String, Totals> {
+    let mut out: BTreeMap<String, Totals> = BTreeMap::new();
+    for (cell, n) in coverage.cells(TABLE) {
+        let totals = out.entry(cell.row.clone()).or_default();
+        match cell.col.as_str() {
+            HELD => totals.held += n,
+            FAILED => totals.failed += n,
+            other => *totals.excused.entry(other.trim_start_matches(EXCUSED).to_string()).or_default() += n,
+        }
+    }
+    out
+}
+
+/// The excuse-accounting table: per oracle, per 1 000 cases, its verdicts held, failed and
+/// excused, the excused share (flagged `!` above [`BLIND_SHARE`]) and each mechanism.
+pub fn render(coverage: &Coverage) -> String {
+    let mut out = String::new();
+    let scale = 1000.0 / coverage.cases.max(1) as f64;
+    let totals = totals(coverage);
+    let width = totals.keys().map(String::len).max().unwrap_or(6).max(6);
+    let _ = writeln!(out, "verdicts: per oracle, per 1 000 cases ({} cases run)", coverage.cases);
+    let _ = writeln!(out, "  {:<width$} {:>8} {:>8} {:>8} {:>8}  excused by mechanism", "oracle", "held", "failed", "excused", "share");
+    for (oracle, t) in &totals {
+        let flag = if t.excused_share() > BLIND_SHARE { "!" } else { " " };
+        let mechanisms: Vec<String> = t.excused.iter().map(|(m, n)| format!("{m} {:.0}", *n as f64 * scale)).collect();
+        let _ = writeln!(
+            out,
+            "  {oracle:<width$} {:>8.0} {:>8.0} {:>8.0} {:>7.1}%{flag} {}",
+            t.held as f64 * scale,
+            t.failed as f64 * scale,
+            t.excused_total() as f64 * scale,
+            100.0 * t.excused_share(),
+            mechanisms.join("; ")
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judge_two(facts: &u64) -> Vec<Violation> {
+        held();
+        excused("this reply swallowed");
+        if *facts > 1 {
+            vec![Violation { invariant: "two".into(), at_ms: 0, event_index: 0, detail: String::new() }]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn judge_one(_: &u64) -> Vec<Violation> {
+        excused("this connection reset");
+        excused("this connection reset");
+        Vec::new()
+    }
+
+    const CHECKERS: &[(&str, fn(&u64) -> Vec<Violation>)] = &[("two", judge_two), ("one", judge_one)];
+
+    #[test]
+    fn verdicts_are_counted_per_oracle_and_mechanism() {
+        let (found, cells) = counting(|| run(CHECKERS, &2));
+        assert_eq!(found.len(), 1);
+        let mut coverage = Coverage::default();
+        coverage.add_case(cells);
+        let (_, again) = counting(|| run(CHECKERS, &1));
+        coverage.add_case(again);
+        let totals = totals(&coverage);
+        assert_eq!(totals["two"], Totals { held: 2, failed: 1, excused: [("this reply swallowed".to_string(), 2)].into() });
+        assert_eq!(totals["one"].excused_total(), 4);
+        assert_eq!(totals["one"].excused_share(), 1.0);
+        let text = render(&coverage);
+        assert!(text.contains("100.0%!"), "the blind oracle is flagged: {text}");
+        assert!(text.contains("this connection reset 2000"), "{text}");
+        assert!(text.contains(" 40.0%!"), "two: 2 of 5 excused, flagged: {text}");
+        let quarter = Totals { held: 3, failed: 0, excused: [("this reply swallowed".to_string(), 1)].into() };
+        assert!(quarter.excused_share() <= BLIND_SHARE, "a quarter is not flagged");
+    }
+
+    #[test]
+    fn outside_counting_nothing_is_recorded() {
+        held();
+        excused("this connection reset");
+        let (_, cells) = counting(|| ());
+        assert!(cells.is_empty());
+        assert_eq!(run(CHECKERS, &2).len(), 1, "the checkers still run");
+    }
+}
