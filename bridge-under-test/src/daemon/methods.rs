@@ -38,7 +38,7 @@ pub async fn dispatch(
 
 /// The number of requests in flight besides the one asking (this request is active too).
 fn others(ctx: &Ctx) -> u64 {
-    ctx.state.borrow().active.saturating_sub(1)
+    ctx.state.borrow().active
 }
 
 /// `status`; a protocol-1 daemon reports neither `protocolVersion` nor `activeRequests`.
@@ -81,7 +81,10 @@ fn stop(ctx: &Ctx, request: &Request) -> Result<Value, Failure> {
             code::RUNTIME_ERROR,
             format!("stop for pid {pid} refused by pid {}", ctx.pid),
         )),
-        _ => Ok(json!({"stopping": ctx.pid})),
+        _ => {
+            ctx.state.borrow_mut().stopping = true;
+            Ok(json!({"stopping": ctx.pid}))
+        }
     }
 }
 

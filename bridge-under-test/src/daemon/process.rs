@@ -59,6 +59,8 @@ pub struct ProcessState {
     /// The id of the request admitted last: what a daemon that mixes up its connections writes
     /// on another one (the crossed-frames fault).
     pub last_request: String,
+    /// A `stop` was accepted: the process is going, and reads no new request.
+    pub stopping: bool,
 }
 
 /// The daemon host's software: launch and kill processes as the process table asks.
@@ -109,6 +111,7 @@ fn launch(
         upstream: Session::default(),
         active: 0,
         last_request: String::new(),
+        stopping: false,
         rng: SimRng::new(config.seed ^ crate::rng::mix(pid)),
     };
     let ctx = Rc::new(Ctx {

@@ -143,13 +143,17 @@ async fn guarded(who: &Who<'_>, meant: u64) -> Decision {
         // The regression: a peer's daemon with old config is taken for the one to replace.
         target = live.pid;
     }
-    match first.filter(|_| !bugs.stop_without_drain) {
+    // A daemon that did not answer the probe but still runs (stalled, or busy past the status
+    // budget) may have work in flight: it is drained like one whose count is absent, never
+    // stopped unasked. Only one that is gone from the process table needs no drain.
+    let gone = first.is_none() && !who.cli.machine.alive(target);
+    match bugs.stop_without_drain || gone {
         // The stop says `ifIdle`: a daemon that took work since the last probe refuses it, and
         // the drain goes on, all within one drain timeout.
-        Some(first) => {
+        false => {
             // The drain timeout is time, from the first probe: counting only the polls' sleeps
             // would leave out every probe's own round trip and drain ~10 s too long.
-            let (mut status, began) = (Some(first), seam::now());
+            let (mut status, began) = (first, seam::now());
             loop {
                 match drain(who, target, status, began).await {
                     Drain::Idle | Drain::Gone => {}
@@ -169,7 +173,7 @@ async fn guarded(who: &Who<'_>, meant: u64) -> Decision {
                 status = probe(who, target).await;
             }
         }
-        None => {
+        true => {
             stop(who, meant, target, false).await;
         }
     }
@@ -186,7 +190,10 @@ async fn drain(who: &Who<'_>, target: u64, mut status: Option<Status>, began: se
         match &status {
             // The regression: the filtered probe sees no daemon with that pid and calls it idle.
             None if filtered => return Drain::Idle,
-            None => return Drain::Gone,
+            // Gone from the process table: nothing left to wait for. Still running but silent:
+            // busy, as an absent count is.
+            None if !who.cli.machine.alive(target) => return Drain::Gone,
+            None => {}
             Some(s) if s.pid != target => return Drain::Peer,
             Some(s) if s.active == Some(0) => return Drain::Idle,
             Some(_) => {}

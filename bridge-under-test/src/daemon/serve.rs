@@ -48,6 +48,12 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
     let Ok(Ok(Some(line))) = read.await else {
         return;
     };
+    // A process that accepted a `stop` takes no new work: the connection ends unanswered, as
+    // at a closed socket, and the client retries on the daemon that replaces it. Admitting the
+    // request would let the exit kill it.
+    if ctx.state.borrow().stopping {
+        return;
+    }
     let admitted = seam::now();
     let request: Request = match serde_json::from_str(&line) {
         Ok(request) => request,
@@ -67,7 +73,9 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
         interval_ms = interval_ms.unwrap_or(0),
         first_ms = if interval_ms.is_some() { first_ms } else { 0 }
     );
-    let counted = Active::admit(ctx);
+    // Work is counted; a control request (`status`, `stop`) is not: probes queued behind a
+    // stall are no requests in flight, and must not make the daemon look busy to a drain.
+    let counted = (!is_control(&request.method)).then(|| Active::admit(ctx));
     ctx.state.borrow_mut().last_request.clone_from(&request.id);
     let outcome = with_frames(ctx, &mut writer, &request, (interval_ms, admitted)).await;
     drop(counted);
@@ -94,6 +102,11 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
     if request.method == "stop" && ok {
         ctx.stop.notify_one();
     }
+}
+
+/// The methods that ask about or act on the daemon itself, with no work upstream.
+fn is_control(method: &str) -> bool {
+    matches!(method, "status" | "stop")
 }
 
 /// A request counted in `activeRequests` from admission until its work ends: answered, failed,

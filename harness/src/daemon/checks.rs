@@ -7,8 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
+use super::excuses::{Effects, Span};
 use super::faults::{DISRUPTIVE, WINDOWED};
 use super::{honesty, lifecycle, waits};
+use crate::verdicts;
 use crate::check::{capped, message};
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
@@ -131,6 +133,10 @@ pub struct Facts<'a> {
     pub attempts: Vec<Attempt>,
     /// Windows in which a disruptive fault (stall, crash, reset) was in effect.
     pub disruptions: Vec<(u64, u64)>,
+    /// The same, by fault kind: what the excuses name.
+    pub spans: Vec<Span>,
+    /// Which daemon took each request, and the crashes.
+    pub effects: Effects,
 }
 
 impl<'a> Facts<'a> {
@@ -149,6 +155,8 @@ impl<'a> Facts<'a> {
             actions: Vec::new(),
             attempts: Vec::new(),
             disruptions: Vec::new(),
+            spans: Vec::new(),
+            effects: Effects::new(trace),
         };
         facts.collect_cli();
         facts.collect_versions();
@@ -239,43 +247,31 @@ impl<'a> Facts<'a> {
     }
 
     fn collect_disruptions(&mut self) {
-        let mut open: BTreeMap<String, u64> = BTreeMap::new();
+        // Open windows by their detail (two faults of one kind may overlap): (kind, start).
+        let mut open: BTreeMap<String, (String, u64)> = BTreeMap::new();
         for (_, event) in self.trace.of_kind(kind::FAULT_INJECTED) {
             let fault = event.text("fault");
             if fault == "heal" {
-                for (_, start) in std::mem::take(&mut open) {
-                    self.disruptions.push((start, event.at_ms));
+                for (_, (fault, start)) in std::mem::take(&mut open) {
+                    self.spans.push(Span { fault, start_ms: start, end_ms: event.at_ms });
                 }
             } else if DISRUPTIVE.contains(&fault.as_str()) {
                 let windowed = WINDOWED.contains(&fault.as_str());
                 match event.text("phase").as_str() {
                     "start" if windowed => {
-                        open.insert(event.text("detail"), event.at_ms);
+                        open.insert(event.text("detail"), (fault, event.at_ms));
                     }
                     _ if windowed => {
-                        let start = open.remove(&event.text("detail")).unwrap_or(event.at_ms);
-                        self.disruptions.push((start, event.at_ms));
+                        let start = open.remove(&event.text("detail")).map_or(event.at_ms, |(_, start)| start);
+                        self.spans.push(Span { fault, start_ms: start, end_ms: event.at_ms });
                     }
-                    _ => self.disruptions.push((event.at_ms, event.at_ms)),
+                    _ => self.spans.push(Span { fault, start_ms: event.at_ms, end_ms: event.at_ms }),
                 }
             }
         }
-        self.disruptions
-            .extend(open.into_values().map(|start| (start, self.horizon_ms)));
-    }
-
-    /// Whether a disruptive fault touched the action (or the tick before it began).
-    pub fn disrupted(&self, action: u64) -> bool {
-        let Some(action) = self.actions.iter().find(|a| a.action == action) else {
-            return false;
-        };
-        let (from, to) = (
-            action.start_ms.saturating_sub(self.slack_ms),
-            action.end_ms.unwrap_or(self.horizon_ms),
-        );
-        self.disruptions
-            .iter()
-            .any(|(start, end)| *start <= to && *end >= from)
+        let horizon_ms = self.horizon_ms;
+        self.spans.extend(open.into_values().map(|(fault, start)| Span { fault, start_ms: start, end_ms: horizon_ms }));
+        self.disruptions = self.spans.iter().map(|s| (s.start_ms, s.end_ms)).collect();
     }
 
     /// The action in progress at `at_ms`.
@@ -358,7 +354,11 @@ pub fn no_early_timeout(facts: &Facts<'_>) -> Vec<Violation> {
     for attempt in &facts.attempts {
         let Some(end) = &attempt.end else { continue };
         let elapsed = end.at_ms - attempt.at_ms.min(end.at_ms);
-        if end.expired() && !facts.disrupted(attempt.action) {
+        if end.expired() {
+            if let Some(mechanism) = facts.cut(attempt) {
+                verdicts::excused(mechanism);
+                continue;
+            }
             let detail = format!(
                 "{} {} failed with a transport {} after {elapsed} ms while the daemon was healthy",
                 attempt.method, attempt.id, end.code
@@ -383,7 +383,11 @@ pub fn no_early_timeout(facts: &Facts<'_>) -> Vec<Violation> {
                     attempt.method, attempt.id
                 );
                 found.push(facts.violation("no_early_timeout", end.index, detail));
+            } else {
+                verdicts::held();
             }
+        } else {
+            verdicts::held();
         }
     }
     capped(found)
@@ -408,7 +412,12 @@ pub fn one_oauth_flow_per_action(facts: &Facts<'_>) -> Vec<Violation> {
         };
         let count = seen.entry(action).or_default();
         *count += 1;
-        if *count > 1 && !facts.disrupted(action) {
+        if *count == 1 {
+            verdicts::held();
+        } else if let Some(mechanism) = facts.cut_before(action, event.at_ms) {
+            // The daemon that held the first flow's state lost it, or its answer, to a fault.
+            verdicts::excused(mechanism);
+        } else {
             let detail =
                 format!("action {action} prompted the user {count} times for authorization");
             found.push(facts.violation("one_oauth_flow_per_action", index, detail));
@@ -417,17 +426,32 @@ pub fn one_oauth_flow_per_action(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// The daemon executes each logical request once upstream, unless a disruption forced a retry.
+/// The daemon executes each logical request once upstream. A second execution is excused only
+/// when the first one's result could not reach the user because of an injected fault's own
+/// effect on the request that ran it (its daemon crashed, its connection was reset, a stall
+/// silenced its daemon until its budget expired), not by a stop, restart or early timeout the
+/// system chose.
 pub fn executes_once(facts: &Facts<'_>) -> Vec<Violation> {
-    let mut seen: BTreeMap<u64, usize> = BTreeMap::new();
+    // Per action: how many executions, and the request of the latest.
+    let mut seen: BTreeMap<u64, (usize, String)> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::SERVER_EXEC) {
-        let Some(action) = action_of(&event.text("request")) else {
+        let request = event.text("request");
+        let Some(action) = action_of(&request) else {
             continue;
         };
-        let count = seen.entry(action).or_default();
+        let (count, previous) = seen.entry(action).or_default();
         *count += 1;
-        if *count > 1 && !facts.disrupted(action) {
+        let previous = std::mem::replace(previous, request.clone());
+        let count = *count;
+        if count == 1 {
+            verdicts::held();
+            continue;
+        }
+        let cut = facts.attempt(&previous).filter(|_| previous != request).and_then(|a| facts.cut(a));
+        if let Some(mechanism) = cut {
+            verdicts::excused(mechanism);
+        } else {
             let detail = format!(
                 "action {action}'s {} executed {count} times upstream",
                 event.text("method")
@@ -492,7 +516,14 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
                     .filter(|pid| own.is_some_and(|pids| pids.contains(pid)))
                     .collect();
                 let stale = |pid: &u64| edition.is_none_or(|edition| fleet.stale(*pid, version, edition) != Some(false));
-                if !replaced.is_empty() && !replaced.iter().any(stale) && !facts.disrupted(action) {
+                if replaced.is_empty() || replaced.iter().any(stale) {
+                    verdicts::held();
+                } else if let Some(mechanism) = facts.cut_before(action, event.at_ms) {
+                    // The restart-and-retry after a transport failure a fault caused.
+                    verdicts::excused(mechanism);
+                } else if facts.held_during("daemon_stall", start, event.at_ms) || facts.held_during("process_hang", start, event.at_ms) {
+                    verdicts::excused(super::excuses::UNRESPONSIVE);
+                } else {
                     let detail = format!(
                         "pid {} launched to replace a healthy daemon during action {action}",
                         event.num("pid")
@@ -511,17 +542,19 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
 /// `silent_daemon_detected` judges.)
 pub fn bounded_latency(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
-    let judged = facts
-        .attempts
-        .iter()
-        .filter(|a| fixed_phase(&a.method) && !facts.disrupted(a.action));
-    for attempt in judged {
-        let due = attempt.at_ms + facts.ceiling_ms(attempt) + facts.slack_ms;
+    for attempt in facts.attempts.iter().filter(|a| fixed_phase(&a.method)) {
+        let ceiling_at = attempt.at_ms + facts.ceiling_ms(attempt);
+        let due = ceiling_at + facts.slack_ms;
         let (late, index) = match &attempt.end {
             Some(end) => (end.at_ms > due, end.index),
             None => (due <= facts.horizon_ms, attempt.index),
         };
-        if late {
+        if !late {
+            verdicts::held();
+        } else if facts.held_during("daemon_stall", ceiling_at, ceiling_at) {
+            // A stalled daemon cannot write its ceiling answer when the ceiling fires.
+            verdicts::excused(super::excuses::STALL);
+        } else {
             let detail = format!(
                 "{} {} sent at {} ms still open past its ceiling of {} ms",
                 attempt.method,

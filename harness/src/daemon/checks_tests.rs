@@ -321,14 +321,41 @@ fn executes_once_passes_one_execution_and_excuses_a_crash() {
         ),
         vec![]
     );
+    // The crash killed the daemon that ran a1.1 before its answer reached the CLI: the retry's
+    // execution is the crash's effect.
     let crashed = vec![
         action(0, 1),
+        send(10, 1, 1, "callTool", None),
+        request(20, 1, "a1.1"),
         exec(100, "a1.1"),
         fault(200, "daemon_crash", "start"),
+        exit(200, 1, "crash"),
+        fail(200, "a1.1", "reset"),
         exec(900, "a1.2"),
         done(999, 1),
     ];
     assert_eq!(run(executes_once, crashed), vec![]);
+}
+
+// ORACLES.md §8: a fault window that overlapped the action excuses nothing by itself. Here a
+// stall came and went before a1.1 was sent, a1.1 failed with a transport timeout nobody caused,
+// and the retry ran the work a second time.
+#[test]
+fn executes_once_is_not_excused_by_a_fault_that_did_not_cut_the_first_run() {
+    let events = vec![
+        action(0, 1),
+        fault(2, "daemon_stall", "start"),
+        fault(5, "daemon_stall", "end"),
+        send(10, 1, 1, "callTool", None),
+        request(20, 1, "a1.1"),
+        exec(100, "a1.1"),
+        fail(400, "a1.1", "idle"),
+        exec(900, "a1.2"),
+        done(999, 1),
+    ];
+    let found = run(executes_once, events);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("executed 2 times"), "{}", found[0].detail);
 }
 
 #[test]
@@ -753,6 +780,7 @@ fn no_request_killed_by_replacement_passes_a_drained_stop() {
 fn no_request_killed_by_replacement_flags_a_call_cut_by_another_clients_stop() {
     let events = vec![
         action(0, 1),
+        send(90, 1, 1, "callTool", None),
         request(100, 1, "a1.1"),
         daemon_stop(200, 1, "c2.1-stop", 1, false),
         exit(210, 1, "stop"),
@@ -760,6 +788,27 @@ fn no_request_killed_by_replacement_flags_a_call_cut_by_another_clients_stop() {
     let found = run(no_request_killed_by_replacement, events);
     assert_eq!(found.len(), 1);
     assert!(found[0].detail.contains("a1.1"), "{}", found[0].detail);
+}
+
+// In flight is what the boundaries show: the CLI still waits, or the MCP server still works for
+// the request. One its CLI gave up on is still in flight while the server works for it (work
+// that outlived its answer), and no longer once that work has ended.
+#[test]
+fn no_request_killed_by_replacement_follows_the_work_past_its_client() {
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {}});
+    let answer_msg = json!({"jsonrpc": "2.0", "id": 3, "result": {"content": []}});
+    let events = |answered: bool| {
+        let mut events = vec![action(0, 1), send(90, 1, 1, "callTool", None), request(100, 1, "a1.1"), recv(110, "a1.1", &call), fail(150, "a1.1", "idle")];
+        if answered {
+            let fields = [("msg", json!(answer_msg.to_string())), ("status", json!(200)), ("request", json!("a1.1"))];
+            events.push(TraceEvent::new(180, host::MCP, kind::SERVER_SEND, &fields));
+        }
+        events.extend([daemon_stop(200, 1, "c2.1-stop", 0, false), exit(210, 1, "stop")]);
+        events
+    };
+    assert_eq!(run(no_request_killed_by_replacement, events(true)), vec![]);
+    let found = run(no_request_killed_by_replacement, events(false));
+    assert_eq!(found.len(), 1, "{found:?}");
 }
 
 #[test]
@@ -1603,7 +1652,16 @@ fn unknown_methods_refused_passes_a_refusal_and_one_cut_by_a_crash() {
     let refused = vec![spec(), ask("listPrompts"), done_as(20, 1, "unknown_method")];
     assert_eq!(run(crate::daemon::honesty::unknown_methods_refused, refused), vec![]);
     // Both attempts cut by a crash: the CLI never heard the daemon's answer.
-    let crashed = vec![spec(), ask("listPrompts"), fault(5, "daemon_crash", "start"), done_as(20, 1, "reset")];
+    let crashed = vec![
+        spec(),
+        ask("listPrompts"),
+        send(1, 1, 1, "listPrompts", None),
+        request(2, 1, "a1.1"),
+        fault(5, "daemon_crash", "start"),
+        exit(5, 1, "crash"),
+        fail(5, "a1.1", "reset"),
+        done_as(20, 1, "reset"),
+    ];
     assert_eq!(run(crate::daemon::honesty::unknown_methods_refused, crashed), vec![]);
     // Refused by the lifecycle guards before it asked any daemon (a protocol-1 daemon that
     // never drains): the lifecycle checkers judge that.

@@ -81,11 +81,18 @@ impl<'f, 'a> Story<'f, 'a> {
     }
 
     /// The longest a correct daemon may keep working for a request whose client went away
-    /// without closing it at the daemon: the OAuth wait and every page (or the ceiling's call).
+    /// without closing it at the daemon: the OAuth wait and every page (or the ceiling's call),
+    /// plus the time a stall of the daemon held that work still after it was sent.
     fn work_bound_ms(&self, attempt: &Attempt) -> u64 {
         let facts = self.facts;
         let call = facts.deadline_ms(attempt).max(facts.sdk_request_timeout_ms);
-        facts.oauth_timeout_ms + (facts.max_pages + 1) * call + facts.slack_ms
+        let stalled: u64 = facts
+            .spans
+            .iter()
+            .filter(|s| s.fault == "daemon_stall" && s.end_ms >= attempt.at_ms)
+            .map(|s| s.end_ms - s.start_ms.max(attempt.at_ms))
+            .sum();
+        facts.oauth_timeout_ms + (facts.max_pages + 1) * call + stalled + facts.slack_ms
     }
 
     /// The latest time the daemon may still count `attempt` as in flight: its answer (the daemon
@@ -588,8 +595,11 @@ pub fn unknown_methods_refused(facts: &Facts<'_>) -> Vec<Violation> {
         let Some(method) = unknown.get(&action) else { continue };
         let outcome = event.text("outcome");
         let guarded = matches!(outcome.as_str(), "daemon_busy" | "refused") && !asked.contains(&action);
-        let excused = guarded || (outcome != "ok" && facts.disrupted(action));
-        if outcome != "unknown_method" && !excused {
+        if outcome == "unknown_method" || guarded {
+            crate::verdicts::held();
+        } else if let Some(mechanism) = (outcome != "ok").then(|| facts.cut_before(action, event.at_ms)).flatten() {
+            crate::verdicts::excused(mechanism);
+        } else {
             let detail = format!("action {action} ({method}, a method the daemon does not have) ended {outcome:?}");
             found.push(facts.violation("unknown_methods_refused", index, detail));
         }

@@ -2,7 +2,7 @@
 //! functions over the trace judging stops, replacements, the daemons left running and mixed
 //! protocol versions. They share [`Facts`] with the family's other checkers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bridge_under_test::daemon::config::{
     DRAIN_TIMEOUT_MS, POLL_MS, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS, STOP_WAIT_MS,
@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use super::checks::{action_of, Facts};
 use super::waits::LOCK_MS;
-use crate::check::capped;
+use crate::check::{capped, message};
+use crate::verdicts;
 use crate::trace::{Trace, TraceEvent, Violation};
 
 /// The bounded margin past `drain_timeout_ms` within which a replacement ends: the stop and
@@ -23,15 +24,6 @@ fn yes(event: &TraceEvent, name: &str) -> bool {
     event.get(name) == Some(&Value::Bool(true))
 }
 
-/// Whether a disruptive fault (stall, crash, reset) was in effect around `at_ms`.
-fn disrupted_at(facts: &Facts<'_>, at_ms: u64) -> bool {
-    let from = at_ms.saturating_sub(facts.slack_ms);
-    facts
-        .disruptions
-        .iter()
-        .any(|(start, end)| *start <= at_ms && *end >= from)
-}
-
 /// The stops daemons accepted: (trace index, event).
 fn accepted_stops<'a>(facts: &'a Facts<'_>) -> impl Iterator<Item = (usize, &'a TraceEvent)> {
     facts
@@ -40,10 +32,17 @@ fn accepted_stops<'a>(facts: &'a Facts<'_>) -> impl Iterator<Item = (usize, &'a 
         .filter(|(_, e)| !yes(e, "refused"))
 }
 
-/// No `stop` reaches a daemon that has other requests in flight.
+/// No `stop` reaches a daemon that has other requests in flight, whatever fault is active: a
+/// stalled daemon cannot be drained, so a client that stops it anyway chose to (MODEL.md §2.4).
 pub fn no_stop_while_busy(facts: &Facts<'_>) -> Vec<Violation> {
     let found = accepted_stops(facts)
-        .filter(|(_, e)| e.num("active") > 0 && !disrupted_at(facts, e.at_ms))
+        .filter(|(_, e)| {
+            let busy = e.num("active") > 0;
+            if !busy {
+                verdicts::held();
+            }
+            busy
+        })
         .map(|(index, e)| {
             let detail = format!(
                 "stop {} reached pid {} with {} other requests in flight",
@@ -81,14 +80,37 @@ pub fn stop_reaches_its_target(facts: &Facts<'_>) -> Vec<Violation> {
 }
 
 /// No request is killed by another client's replacement (and so none is replayed because of
-/// it): every request a stopped daemon had in flight was answered before it went.
+/// it): every request a stopped daemon had in flight was answered before it went. In flight,
+/// as the boundaries show it: the daemon read it and wrote no answer, and either its CLI still
+/// waits on it or the MCP server is still working for it (work that outlived its CLI's budget
+/// is work in flight). Whatever fault is active: the stop is the client's decision.
 pub fn no_request_killed_by_replacement(facts: &Facts<'_>) -> Vec<Violation> {
     let mut open: BTreeMap<(u64, String), usize> = BTreeMap::new();
     let mut stopper: BTreeMap<u64, u64> = BTreeMap::new();
+    // Requests whose CLI still waits, and how many messages the MCP server owes an answer for
+    // each request.
+    let mut waited: BTreeSet<String> = BTreeSet::new();
+    let mut upstream: BTreeMap<String, u64> = BTreeMap::new();
     let mut found = Vec::new();
     for (index, event) in facts.trace.events.iter().enumerate() {
         let (pid, id) = (event.num("pid"), event.text("id"));
         match event.kind.as_str() {
+            kind::CLI_SEND => {
+                waited.insert(id);
+            }
+            kind::CLI_REPLY | kind::CLI_FAIL => {
+                waited.remove(&id);
+            }
+            kind::SERVER_RECV if message(event).get("id").is_some() => {
+                *upstream.entry(event.text("request")).or_default() += 1;
+            }
+            kind::SERVER_SEND => {
+                let owed = upstream.entry(event.text("request")).or_default();
+                *owed = owed.saturating_sub(1);
+            }
+            kind::SERVER_GONE => {
+                upstream.remove(&event.text("request"));
+            }
             kind::DAEMON_REQUEST if id.starts_with('a') => {
                 open.insert((pid, id), index);
             }
@@ -106,8 +128,11 @@ pub fn no_request_killed_by_replacement(facts: &Facts<'_>) -> Vec<Violation> {
                     .filter(|(p, _)| *p == pid)
                     .map(|(_, id)| id.clone())
                     .filter(|id| action_of(id).is_some_and(|a| a != sender))
-                    .filter(|id| !action_of(id).is_some_and(|a| facts.disrupted(a)))
+                    .filter(|id| waited.contains(id) || upstream.get(id).is_some_and(|owed| *owed > 0))
                     .collect();
+                if killed.is_empty() {
+                    verdicts::held();
+                }
                 for id in killed {
                     let detail = format!(
                         "request {id} was in flight on pid {pid} when action {sender}'s \
@@ -172,7 +197,13 @@ pub fn one_daemon_per_config(facts: &Facts<'_>) -> Vec<Violation> {
         let settled = daemons
             .iter()
             .all(|(_, since, _)| since + settle_ms <= end_ms);
-        if daemons.len() > 1 && settled && !disrupted_at(facts, end_ms) {
+        let hung = facts.held_during("process_hang", end_ms.saturating_sub(facts.slack_ms), end_ms);
+        if daemons.len() <= 1 || !settled {
+            verdicts::held();
+        } else if hung {
+            // A stopped daemon that hangs before it exits is still in the process table.
+            verdicts::excused(super::excuses::UNRESPONSIVE);
+        } else {
             let pids: Vec<String> = daemons.iter().map(|(pid, _, _)| pid.to_string()).collect();
             let detail = format!("pids {} all still run config {config}", pids.join(", "));
             found.push(facts.violation("one_daemon_per_config", daemons[1].2, detail));

@@ -3,6 +3,7 @@
 
 pub mod checks;
 pub mod coverage;
+pub mod excuses;
 pub mod faults;
 pub mod honesty;
 pub mod interleavings;

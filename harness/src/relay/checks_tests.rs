@@ -1273,6 +1273,10 @@ fn reconnect_discipline_flags_a_storm_of_short_streams() {
     // A stream that lived long is no failure: reconnecting at once is fine.
     let long = vec![std_spec(), stream_open(0, "s1"), stream_close(5_000, "s1"), stream_open(5_010, "s2")];
     assert_clean(&run(reconnect_discipline, long));
+    // Nor is one the bridge closed itself (for orphaned replies, soak token
+    // v1.relay.none.7dfd120c5415b487): it reconnects at once, as MODEL.md §1 asks.
+    let by_client = TraceEvent::new(100, host::RELAYER, kind::STREAM_CLOSE, &[("session", json!("s1")), ("by", json!("client"))]);
+    assert_clean(&run(reconnect_discipline, vec![std_spec(), stream_open(0, "s1"), by_client, stream_open(150, "s2")]));
 }
 
 // Once a stream that lived 2 s has reset the bridge's count, a short stream allows at most

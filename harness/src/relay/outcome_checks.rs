@@ -684,7 +684,9 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
 /// that stops reconnecting leaves every later request without a session. A connect can fail
 /// unseen (before the relayer first listens, while it is down, while the link is held), so
 /// lateness is judged only once a stream that lived `STABLE_STREAM_MS` has reset the bridge's
-/// count since then.
+/// count since then. A stream the bridge closed itself (`by=client`: after orphaned replies, for
+/// a new `initialize`) is its own decision, not a connect that failed: it starts no backoff
+/// (MODEL.md §1: after two orphaned calls the bridge reconnects; the attempt resets on success).
 pub fn reconnect_discipline(facts: &Facts<'_>) -> Vec<Violation> {
     let (mut short, mut maybe_short) = (0u64, 0u64);
     let mut counted = false;
@@ -702,7 +704,7 @@ pub fn reconnect_discipline(facts: &Facts<'_>) -> Vec<Violation> {
         let Some(closed) = stream.closed_ms else { break };
         let seen = facts.stories.released_ms(&stream.session, closed, facts.slack_ms);
         let lived = seen.saturating_sub(stream.opened_ms);
-        short = if lived < SHORT_STREAM_MS { short + 1 } else { 0 };
+        short = if lived < SHORT_STREAM_MS && !stream.closed_by_client { short + 1 } else { 0 };
         // For the longest wait, the shortest life the bridge may have seen.
         let lived_at_least = closed.saturating_sub(stream.opened_ms);
         maybe_short = if lived_at_least < STABLE_STREAM_MS + facts.slack_ms { maybe_short + 1 } else { 0 };

@@ -369,6 +369,8 @@ fn mutants_gate_daemon() {
         "expired_token_fails_the_action",
         "hung_launch_left_behind",
         "stale_lock_never_broken",
+        "unanswered_probe_stops_a_busy_daemon",
+        "stopping_daemon_admits_new_work",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
@@ -451,6 +453,39 @@ fn race(name: &str) -> Outcome {
     let path = format!("{}/races/daemon_{name}.json", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     run(&harness::scenario::Scenario::from_json(&text).unwrap())
+}
+
+// Goal: a daemon that does not answer the drain's probe but still runs is drained, never
+// stopped unasked (MODEL.md §2.4: absent counts as busy; issue #28: a stop only to a daemon idle
+// as the observations show it, whatever fault is active). Method: replay the case seed 2026's
+// hunt found once `no_stop_while_busy` stopped forgiving stops during a stall (token
+// v1.daemon.none.4738e523e613b551, shrunk): a stall silences pid 1 while it holds a1.1; the
+// CLI's budget expires, its restart probes, gets no answer within the status budget, and took
+// that for a dead daemon: it sent a `stop` without `ifIdle`, which the daemon obeyed with a1.1
+// still in flight when the stall ended. Now the CLI polls until the daemon answers, idle.
+#[test]
+fn an_unanswered_probe_is_busy_not_gone() {
+    let outcome = race("unanswered_probe_stops_a_busy_daemon");
+    assert_eq!(outcome.violations, vec![]);
+    let unanswered = events(&outcome, kind::CLI_PROBE).iter().any(|e| e.num("pid") == 0);
+    assert!(unanswered, "no probe went unanswered: the race was not exercised");
+    for stop in events(&outcome, kind::DAEMON_STOP) {
+        assert!(stop.num("active") == 0 || stop.get("refused") == Some(&serde_json::Value::Bool(true)), "a stop was obeyed by a busy daemon: {stop:?}");
+    }
+}
+
+// Goal: a daemon that accepted a `stop` takes no new work (no request killed by a replacement,
+// MODEL.md §4.6). Method: replay the case seed 2026's hunt found (token
+// v1.daemon.none.a8df8d4dafe3ba89, shrunk): a reset sends actions 1 and 2 into restarts; action
+// 1 drains pid 1 (idle) and stops it, and in the same tick pid 1 reads action 3's request a3.1,
+// which its exit then killed. Now a stopping daemon ends such a connection unread; the CLI
+// retries on the daemon that replaced it.
+#[test]
+fn a_stopping_daemon_reads_no_new_request() {
+    let outcome = race("stopping_daemon_admits_new_work");
+    assert_eq!(outcome.violations, vec![]);
+    let done = events(&outcome, kind::CLI_DONE).into_iter().find(|e| e.num("action") == 3).map(|e| e.text("outcome"));
+    assert_eq!(done.as_deref(), Some("ok"), "action 3 did not end well after its retry");
 }
 
 // Goal: a daemon that hangs while starting or stopping leaves nothing behind (MODEL.md §2.4

@@ -1,0 +1,107 @@
+//! The daemon family's excuses (ORACLES.md §8): an outcome is excused only by the observed
+//! effect of an injected fault on the very request or daemon it concerns — *this* daemon
+//! crashed while *this* request was open, a reset tore *this* connection down, a stall silenced
+//! *this* daemon through the gap that expired *this* budget — never because some fault window
+//! overlapped the action. A decision the system took on the way (a stop, a replacement, a retry
+//! after a transport failure nobody caused) is judged, not excused.
+
+use std::collections::BTreeMap;
+
+use bridge_under_test::events::kind;
+
+use super::checks::{Attempt, Facts};
+
+/// The daemon that took a request crashed while the request was open.
+pub const CRASH: &str = "a crash killed the daemon serving it";
+/// A socket reset tore the request's open connection down.
+pub const RESET: &str = "a reset tore its connection down";
+/// The daemon's event loop was stalled through the silence that expired the request's budget.
+pub const STALL: &str = "a stall silenced its daemon";
+/// Frames for the request went out under another request's id, so its budget was not re-armed.
+pub const CROSSED: &str = "crossed frames carried its heartbeats away";
+/// The daemon was stalled (or hung) when it was probed or when its own timer was due.
+pub const UNRESPONSIVE: &str = "a stall or hang made the daemon unresponsive";
+
+/// An injected disruptive fault, as the trace shows it: its kind and the span it held (an
+/// instant fault's span is one moment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Span {
+    pub fault: String,
+    pub start_ms: u64,
+    pub end_ms: u64,
+}
+
+/// What the excuses read from a trace, besides the attempts: which daemon took each request and
+/// when each daemon crashed.
+#[derive(Debug, Clone, Default)]
+pub struct Effects {
+    /// Request id → the pid of the daemon that read it (`daemon.request`).
+    pub taken_by: BTreeMap<String, u64>,
+    /// `(pid, at_ms)` of each crash (`daemon.exit reason=crash`).
+    pub crashes: Vec<(u64, u64)>,
+}
+
+impl Effects {
+    pub fn new(trace: &crate::trace::Trace) -> Self {
+        let mut effects = Effects::default();
+        for event in &trace.events {
+            match event.kind.as_str() {
+                kind::DAEMON_REQUEST => {
+                    effects.taken_by.entry(event.text("id")).or_insert(event.num("pid"));
+                }
+                kind::DAEMON_EXIT if event.text("reason") == "crash" => effects.crashes.push((event.num("pid"), event.at_ms)),
+                _ => {}
+            }
+        }
+        effects
+    }
+}
+
+impl Facts<'_> {
+    /// Whether a fault of kind `fault` held at some moment of `[from, to]`.
+    pub fn held_during(&self, fault: &str, from: u64, to: u64) -> bool {
+        self.spans.iter().any(|s| s.fault == fault && s.start_ms <= to && s.end_ms >= from)
+    }
+
+    /// The mechanism by which an injected fault's own effect ended `attempt` without its answer,
+    /// if one did: the daemon that took it crashed while it was open; a reset fired while it was
+    /// open and the CLI saw the reset; or its budget expired in a silence that a stall of the
+    /// daemon (or crossed frames) spanned. `None` for an attempt that was answered, or that failed
+    /// for a reason of the system's own (a budget too short, a daemon stopped under it).
+    pub fn cut(&self, attempt: &Attempt) -> Option<&'static str> {
+        let end = attempt.end.as_ref().filter(|end| end.transport)?;
+        let (from, to) = (attempt.at_ms, end.at_ms);
+        let pid = self.effects.taken_by.get(&attempt.id).copied().unwrap_or(attempt.pid);
+        if self.effects.crashes.iter().any(|(p, at)| *p == pid && (from..=to).contains(at)) {
+            return Some(CRASH);
+        }
+        if end.code == "reset" && self.held_during("socket_reset", from, to) {
+            return Some(RESET);
+        }
+        if end.expired() {
+            let heard = attempt.activity_ms.last().copied().unwrap_or(from);
+            if self.held_during("daemon_stall", heard, to) {
+                return Some(STALL);
+            }
+            if self.held_during("crossed_frames", heard, to) {
+                return Some(CROSSED);
+            }
+        }
+        None
+    }
+
+    /// The mechanism that cut an attempt of `action` that ended before `before_ms`, if any did:
+    /// the transport failure a restart-and-retry (and so a second launch, prompt or execution)
+    /// answers.
+    pub fn cut_before(&self, action: u64, before_ms: u64) -> Option<&'static str> {
+        self.attempts
+            .iter()
+            .filter(|a| a.action == action && a.end.as_ref().is_some_and(|e| e.at_ms <= before_ms))
+            .find_map(|a| self.cut(a))
+    }
+
+    /// The attempt with request id `id`.
+    pub fn attempt(&self, id: &str) -> Option<&Attempt> {
+        self.attempts.iter().find(|a| a.id == id)
+    }
+}
