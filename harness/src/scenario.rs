@@ -20,10 +20,13 @@ pub enum Family {
     Daemon,
     /// rmcp's own stdio ⇄ Streamable HTTP bridge (`sdk/`).
     Sdk,
+    /// The same bridge against rmcp's own `StreamableHttpService` instead of the mock relayer
+    /// (`sdk::SdkServer::Rmcp`).
+    SdkRmcp,
 }
 
 impl Family {
-    pub const ALL: &'static [Family] = &[Family::Relay, Family::Channel, Family::Daemon, Family::Sdk];
+    pub const ALL: &'static [Family] = &[Family::Relay, Family::Channel, Family::Daemon, Family::Sdk, Family::SdkRmcp];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -31,6 +34,7 @@ impl Family {
             Family::Channel => "channel",
             Family::Daemon => "daemon",
             Family::Sdk => "sdk",
+            Family::SdkRmcp => "sdk_rmcp",
         }
     }
 
@@ -47,7 +51,7 @@ impl Family {
             Family::Relay => relay::coverage::TABLES,
             Family::Channel => channel::coverage::TABLES,
             Family::Daemon => daemon::coverage::TABLES,
-            Family::Sdk => relay::coverage::TABLES,
+            Family::Sdk | Family::SdkRmcp => relay::coverage::TABLES,
         }
     }
 
@@ -58,7 +62,7 @@ impl Family {
             Family::Relay => relay::checks::check(trace, schema),
             Family::Channel => channel::checks::check(trace, schema),
             Family::Daemon => daemon::checks::check(trace, schema),
-            Family::Sdk => crate::sdk::checks::check(trace, schema),
+            Family::Sdk | Family::SdkRmcp => crate::sdk::checks::check(trace, schema),
         }
     }
 
@@ -80,7 +84,7 @@ impl Family {
             Family::Relay => bridge_under_test::relay::RelayBugs::NAMES,
             Family::Channel => bridge_under_test::channel::ChannelBugs::NAMES,
             Family::Daemon => bridge_under_test::daemon::DaemonBugs::NAMES,
-            Family::Sdk => bridge_under_test::sdk::SdkBugs::NAMES,
+            Family::Sdk | Family::SdkRmcp => bridge_under_test::sdk::SdkBugs::NAMES,
         }
     }
 }
@@ -117,6 +121,7 @@ impl FamilyScenario {
             Family::Channel => channel::case_strategy(enable(bugs), seed),
             Family::Daemon => daemon::case_strategy(enable(bugs), seed),
             Family::Sdk => crate::sdk::case_strategy(enable(bugs), seed),
+            Family::SdkRmcp => crate::sdk::case_strategy_on(crate::sdk::SdkServer::Rmcp, enable(bugs), seed),
         }
     }
 
@@ -140,7 +145,7 @@ impl FamilyScenario {
             Self::Relay(_) => Family::Relay,
             Self::Channel(_) => Family::Channel,
             Self::Daemon(_) => Family::Daemon,
-            Self::Sdk(_) => Family::Sdk,
+            Self::Sdk(sdk) => sdk.family(),
         }
     }
 
@@ -250,11 +255,11 @@ pub struct Scenario {
 
 impl Scenario {
     pub fn family(&self) -> Family {
-        match self.family {
+        match &self.family {
             FamilyScenario::Relay(_) => Family::Relay,
             FamilyScenario::Channel(_) => Family::Channel,
             FamilyScenario::Daemon(_) => Family::Daemon,
-            FamilyScenario::Sdk(_) => Family::Sdk,
+            FamilyScenario::Sdk(sdk) => sdk.family(),
         }
     }
 

@@ -260,3 +260,19 @@ fn chromium_draws_the_violating_token() {
         empty.len()
     );
 }
+
+/// An sdk run's page (rmcp's bridge records nothing of its own, against either server): the
+/// client's lines and the server's log are paired through the bridge, calls and their answers
+/// each drawn as an arrow, none hop by hop.
+#[test]
+fn an_sdk_trace_is_drawn_through_the_bridge() {
+    for family in [harness::scenario::Family::Sdk, harness::scenario::Family::SdkRmcp] {
+        let token = Token::new(family, &[], hunt::case_seed(0x0031_0031, 0)).unwrap();
+        let outcome = run(&hunt::generate(&token).current());
+        assert!(outcome.trace.of_kind("http.post").any(|(_, e)| e.text("method") == "tools/call"), "{token}: a case with calls");
+        let layout = Layout::new(&outcome.trace, &outcome.violations);
+        assert!(layout.messages.iter().all(|m| m.hop == view::correlate::Hop::Bridged), "{token}: {:?}", layout.messages);
+        assert!(layout.messages.iter().any(|m| m.label == "tools/call"), "{token}: calls drawn");
+        assert!(layout.messages.iter().any(|m| m.label == "result"), "{token}: answers drawn");
+    }
+}

@@ -7,7 +7,7 @@ use bridge_under_test::sdk::SdkBugs;
 use harness::relay::faults::RelayFault;
 use harness::relay::{strategy, Spec, Timing};
 use harness::scenario::{FamilyScenario, Scenario, SimParams};
-use harness::sdk::SdkScenario;
+use harness::sdk::{SdkScenario, SdkServer};
 
 use crate::{call, fast_timing, step};
 
@@ -21,7 +21,7 @@ pub fn sdk(seed: u64, timing: Timing, mut steps: Vec<Step>, faults: Vec<RelayFau
     let slack = Spec::new(&timing, tick_ms, 0).slack_ms;
     let sim = SimParams { tick_ms, latency_max_ms: 0, random_order: false, horizon_ms: end_at_ms + 2_000 + slack };
     let script = ClientScript { steps: handshake, end_at_ms, stamp_ids: true, answers_server: false };
-    let sdk = SdkScenario { bugs: SdkBugs::default(), timing, script, faults, profile: Vec::new() };
+    let sdk = SdkScenario { bugs: SdkBugs::default(), server: SdkServer::Mock, timing, script, faults, profile: Vec::new() };
     Scenario { seed, sim, family: FamilyScenario::Sdk(sdk) }
 }
 
@@ -43,4 +43,12 @@ pub fn forwards_calls() -> Scenario {
 pub fn resumes_a_cut_stream() -> Scenario {
     let steps = vec![call(300, 1, Tool::Remember, 1_500)];
     sdk(32, fast_timing(30_000, 8_000), steps, vec![RelayFault::StreamEof { at_ms: 900 }])
+}
+
+/// `scenario` against rmcp's own `StreamableHttpService` (family `sdk_rmcp`) instead of the mock.
+pub fn on_rmcp_server(mut scenario: Scenario) -> Scenario {
+    if let FamilyScenario::Sdk(sdk) = &mut scenario.family {
+        sdk.server = SdkServer::Rmcp;
+    }
+    scenario
 }

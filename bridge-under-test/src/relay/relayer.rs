@@ -52,6 +52,27 @@ pub struct Durable {
 
 pub type SharedDurable = Arc<Mutex<Durable>>;
 
+/// Count a new incarnation of a server over `durable` and forget executions a restart cut short;
+/// returns its boot number. (The mock's own start, shared with the sdk family's rmcp server.)
+pub(crate) fn begin_boot(durable: &SharedDurable) -> u64 {
+    let mut durable = lock(durable);
+    durable.boots += 1;
+    // An execution cut short by the restart never committed: forget it.
+    durable.log.retain(|_, execution| execution.done.is_some());
+    durable.boots
+}
+
+/// Remember that `session` was issued (it outlives a restart, so a request naming it after one
+/// is told apart from one naming a session never issued).
+pub(crate) fn issue(durable: &SharedDurable, session: &str) {
+    lock(durable).issued.insert(session.to_string());
+}
+
+/// Whether `session` was ever issued.
+pub(crate) fn was_issued(durable: &SharedDurable, session: &str) -> bool {
+    lock(durable).issued.contains(session)
+}
+
 #[derive(Debug)]
 struct Execution {
     /// The session the reply goes to: the latest one that asked.
@@ -145,13 +166,7 @@ pub async fn serve_transport(
     transport: Transport,
     auth: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let boot = {
-        let mut durable = lock(&durable);
-        durable.boots += 1;
-        // An execution cut short by the restart never committed: forget it.
-        durable.log.retain(|_, execution| execution.done.is_some());
-        durable.boots
-    };
+    let boot = begin_boot(&durable);
     emit!(kind::RELAYER_START, boot);
     let live = Live { sessions: BTreeMap::new(), next_session: 0, rng: SimRng::new(config.seed ^ boot) };
     let auth = auth || transport == Transport::Relayer;
@@ -239,7 +254,7 @@ fn negotiate(msg: &Value) -> &'static str {
 /// A refusal as the standard transports answer it: the status and a JSON-RPC error without an
 /// id (Streamable HTTP: "The HTTP response body MAY comprise a JSON-RPC error response that has
 /// no id"); 401s name the scheme (RFC 6750: `WWW-Authenticate: Bearer`).
-fn refusal(status: StatusCode, code: i64, text: &str) -> Response {
+pub(crate) fn refusal(status: StatusCode, code: i64, text: &str) -> Response {
     let body = jsonrpc::error(None, code, text).to_string();
     let mut response = (status, [("content-type", "application/json")], body).into_response();
     if status == StatusCode::UNAUTHORIZED {
@@ -249,7 +264,7 @@ fn refusal(status: StatusCode, code: i64, text: &str) -> Response {
 }
 
 /// A response whose connection is reset instead of written.
-fn reset_connection() -> Response {
+pub(crate) fn reset_connection() -> Response {
     let mut response = StatusCode::BAD_GATEWAY.into_response();
     response.extensions_mut().insert(http::ResetConnection);
     response
@@ -528,7 +543,7 @@ struct Recipient<'a> {
 
 /// The client's id a request stands for: the one a bridge put in `params._meta` when it sent
 /// the request under its own id, else the request's id (canonical JSON).
-fn client_key(msg: &Value) -> String {
+pub(crate) fn client_key(msg: &Value) -> String {
     match msg.pointer("/params/_meta/sim.relay~1clientId") {
         Some(client) => id_key(client),
         None => msg.get("id").map(id_key).unwrap_or_default(),
@@ -553,7 +568,7 @@ fn invalid_initialize(id: &Value) -> Value {
 }
 
 /// The user action a `tools/call` names in its arguments (empty for other messages).
-fn action_of(msg: &Value) -> String {
+pub(crate) fn action_of(msg: &Value) -> String {
     let action = msg.pointer("/params/arguments/action").and_then(Value::as_str).unwrap_or("");
     if msg.get("method").and_then(Value::as_str) == Some("tools/call") {
         action.to_string()
@@ -566,7 +581,7 @@ fn action_of(msg: &Value) -> String {
 /// initialized"; MCP names no code of its own).
 pub const NOT_INITIALIZED: i64 = -32002;
 
-fn tools_result() -> Value {
+pub(crate) fn tools_result() -> Value {
     let schema = |props: Value| -> serde_json::Map<String, Value> {
         let schema = json!({"type": "object", "properties": props});
         schema.as_object().cloned().unwrap_or_default()

@@ -5,6 +5,7 @@
 
 pub mod bridge;
 pub mod http_client;
+pub mod server;
 pub mod shim;
 
 pub use bridge::{run, Proxy, SdkBridgeConfig};

@@ -36,6 +36,24 @@ pub fn profile() -> Profile {
     serde_json::from_str(PROFILE_JSON).expect("profiles/rmcp-sdk.json is a valid profile")
 }
 
+/// The remote server an sdk case runs against.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SdkServer {
+    /// The relay family's mock relayer in its Streamable HTTP transport (family `sdk`).
+    #[default]
+    Mock,
+    /// rmcp's own `StreamableHttpService` with the relayer's tools, behind a fault layer
+    /// (`bridge_under_test::sdk::server`; family `sdk_rmcp`).
+    Rmcp,
+}
+
+impl SdkServer {
+    fn is_mock(&self) -> bool {
+        *self == SdkServer::Mock
+    }
+}
+
 /// Everything an sdk run depends on besides the simulator's own parameters: the relay
 /// family's workload, timing and fault plan, and the family's own switches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +61,9 @@ pub fn profile() -> Profile {
 pub struct SdkScenario {
     #[serde(default)]
     pub bugs: SdkBugs,
+    /// Absent in the JSON of a mock case, so the scenarios written before it read the same.
+    #[serde(default, skip_serializing_if = "SdkServer::is_mock")]
+    pub server: SdkServer,
     #[serde(default)]
     pub timing: Timing,
     pub script: ClientScript,
@@ -55,7 +76,17 @@ pub struct SdkScenario {
 
 impl SdkScenario {
     pub fn new(relay: RelayScenario, bugs: SdkBugs) -> Self {
-        Self { bugs, timing: relay.timing, script: relay.script, faults: relay.faults, profile: relay.profile }
+        Self { bugs, server: SdkServer::Mock, timing: relay.timing, script: relay.script, faults: relay.faults, profile: relay.profile }
+    }
+}
+
+impl SdkScenario {
+    /// The family a case of this scenario belongs to: its server decides.
+    pub fn family(&self) -> crate::scenario::Family {
+        match self.server {
+            SdkServer::Mock => crate::scenario::Family::Sdk,
+            SdkServer::Rmcp => crate::scenario::Family::SdkRmcp,
+        }
     }
 }
 
@@ -90,11 +121,15 @@ impl Driver {
         let close_stdin = Arc::new(Notify::new());
         let (client_ends, server_ends) = stdio::pipes();
         let relayer_knobs = knobs.clone();
+        let server = scenario.server;
         family::host(sim, host::RELAYER, move || {
             let (config, knobs, durable) = (relayer_config.clone(), relayer_knobs.clone(), durable.clone());
             async move {
                 let listener = seam::TcpListener::bind(("0.0.0.0", RELAYER_PORT)).await?;
-                relayer::serve_transport(listener, config, knobs, durable, Transport::StreamableHttp, true).await
+                match server {
+                    SdkServer::Mock => relayer::serve_transport(listener, config, knobs, durable, Transport::StreamableHttp, true).await,
+                    SdkServer::Rmcp => sdk::server::serve(listener, config, knobs, durable).await,
+                }
             }
         });
         family::client(sim, host::BRIDGE, sdk::run(bridge_config, server_ends));
@@ -116,9 +151,13 @@ impl family::Driver for Driver {
             Deadline::None => horizon_ms,
         };
         let slack_ms = Spec::new(&self.scenario.timing, params.tick_ms, params.latency_max_ms).slack_ms;
+        let family = match self.scenario.server {
+            SdkServer::Mock => "sdk",
+            SdkServer::Rmcp => "sdk_rmcp",
+        };
         emit!(
             kind::RUN_SPEC,
-            family = "sdk",
+            family,
             engine = "sim",
             bridge = %profile.name,
             transport = "streamable_http",
@@ -153,6 +192,19 @@ impl family::Driver for Driver {
 /// kind, and the relay family's simulator parameters.
 pub fn case_strategy(bugs: SdkBugs, seed: u64) -> proptest::strategy::BoxedStrategy<Scenario> {
     case_strategy_of(bugs, seed, crate::relay::faults::KINDS)
+}
+
+/// [`case_strategy`] against the given server (family `sdk_rmcp`: rmcp's own).
+pub fn case_strategy_on(server: SdkServer, bugs: SdkBugs, seed: u64) -> proptest::strategy::BoxedStrategy<Scenario> {
+    use proptest::prelude::*;
+    case_strategy(bugs, seed)
+        .prop_map(move |mut scenario| {
+            if let FamilyScenario::Sdk(sdk) = &mut scenario.family {
+                sdk.server = server;
+            }
+            scenario
+        })
+        .boxed()
 }
 
 /// [`case_strategy`] drawing only the given fault kinds (the clean generated run leaves out

@@ -24,6 +24,10 @@ pub enum Hop {
     Socket,
     /// A frame on the channel gateway's WebSocket.
     WebSocket,
+    /// Through a bridge that records nothing of its own (the sdk family's rmcp bridge, a real
+    /// bridge in live mode): a client's line to the server's POST that carried it, or the
+    /// server's reply to the client's line that carried it. See [`through_the_bridge`].
+    Bridged,
 }
 
 impl Hop {
@@ -35,6 +39,7 @@ impl Hop {
             Hop::Sse => "sse",
             Hop::Socket => "socket",
             Hop::WebSocket => "websocket",
+            Hop::Bridged => "bridged",
         }
     }
 }
@@ -180,15 +185,87 @@ fn short_method(method: &str) -> String {
     method.rsplit('/').next().unwrap_or(method).to_string()
 }
 
+/// Whether the trace's bridge records nothing of its own while its client and server do: the
+/// sdk family (rmcp's internals are not instrumented) and the live engine (a real process).
+/// Then the only arrows are those [`through_the_bridge`] draws between the two boundaries.
+pub fn opaque_bridge(trace: &Trace) -> bool {
+    let has = |host: &str| trace.events.iter().any(|e| e.host == host);
+    !has("bridge") && has("client") && has("relayer")
+}
+
+/// The ends of messages that cross an opaque bridge, as its two boundaries show them:
+/// - a client request (by its id as JSON and its method; not `initialize`, which a bridge answers
+///   or sends on its own) ends at the server's `http.post` of that `client_id` (the id the
+///   client stamps in `params._meta`, which the server logs) and method;
+/// - a client notification ends at the server's `http.post` of the `note` it stamps;
+/// - a server reply ends at a client line with that client id *and the same result or error*,
+///   compared as JSON values: a bridge that renumbers, re-serializes or reorders keys still pairs,
+///   while an error the bridge wrote itself never borrows the server's reply.
+///
+/// The server falls back to the upstream id when a request carries no stamp (a bridge's own
+/// request), which the method and the result keep apart.
+pub fn through_the_bridge(event: &TraceEvent) -> Vec<Endpoint> {
+    use Role::{Recv, Send};
+    let request = |id: &str, method: &str| format!("request {id} {method}");
+    let reply = |id: &str, answer: &Value| format!("reply {id} {answer}");
+    let answer = |msg: &Value| msg.get("result").or_else(|| msg.get("error")).cloned();
+    match (event.host.as_str(), event.kind.as_str()) {
+        ("client", "mcp.send") => {
+            let msg = message(event);
+            let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
+            match msg.get("id") {
+                Some(id) if method != "initialize" && !method.is_empty() => {
+                    vec![endpoint(Hop::Bridged, Send, request(&id.to_string(), method), method)]
+                }
+                Some(_) => Vec::new(),
+                None => match msg.pointer("/params/_meta/sim.client~1note") {
+                    Some(note) => vec![endpoint(Hop::Bridged, Send, format!("note {note}"), short_method(method))],
+                    None => Vec::new(),
+                },
+            }
+        }
+        ("client", "mcp.recv") => {
+            let msg = message(event);
+            match (msg.get("id"), answer(&msg), msg.get("method")) {
+                (Some(id), Some(answer), None) => vec![endpoint(Hop::Bridged, Recv, reply(&id.to_string(), &answer), "")],
+                _ => Vec::new(),
+            }
+        }
+        ("relayer", "http.post") => {
+            let (client, note, method) = (event.text("client_id"), event.text("note"), event.text("method"));
+            if !client.is_empty() && method != "initialize" {
+                vec![endpoint(Hop::Bridged, Recv, request(&client, &method), "")]
+            } else if !note.is_empty() {
+                vec![endpoint(Hop::Bridged, Recv, format!("note {note}"), "")]
+            } else {
+                Vec::new()
+            }
+        }
+        ("relayer", "reply.sent") => {
+            let msg = message(event);
+            let client = event.text("client_id");
+            match answer(&msg) {
+                Some(answer) if !client.is_empty() => {
+                    let label = if msg.get("error").is_some() { "error" } else { "result" };
+                    vec![endpoint(Hop::Bridged, Send, reply(&client, &answer), label)]
+                }
+                _ => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// Every correlated message of a trace, in the order of their receiving events.
 pub fn messages(trace: &Trace) -> Vec<Message> {
+    let ends: fn(&TraceEvent) -> Vec<Endpoint> = if opaque_bridge(trace) { through_the_bridge } else { endpoints };
     // Unpaired sends per (hop, key), oldest first: a Vec of small queues, scanned linearly per
     // key would be quadratic on 10 000 events, so keep them in a BTreeMap.
     let mut open: std::collections::BTreeMap<(Hop, String), std::collections::VecDeque<(usize, String)>> =
         std::collections::BTreeMap::new();
     let mut out = Vec::new();
     for (index, event) in trace.events.iter().enumerate() {
-        for end in endpoints(event) {
+        for end in ends(event) {
             let slot = (end.hop, end.key.clone());
             match end.role {
                 Role::Send => open.entry(slot).or_default().push_back((index, end.label)),

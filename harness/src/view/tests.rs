@@ -189,3 +189,62 @@ fn the_page_is_self_contained_and_marks_everything() {
     assert!(html.contains(&format!("{:016x}", trace.hash())));
     assert!(!html.contains("</script><"), "script data must not close its tag early");
 }
+
+/// An sdk exchange: the bridge records nothing, so only the client's stdio and the server's log
+/// show the messages.
+fn opaque_bridge_call() -> Trace {
+    Trace {
+        events: vec![
+            ev(0, "sim", "run.spec", &[("family", json!("sdk"))]),
+            ev(0, "client", "mcp.send", &[("msg", json!(r#"{"id":0,"jsonrpc":"2.0","method":"initialize","params":{"_meta":{"sim.relay/clientId":0}}}"#))]),
+            ev(50, "client", "mcp.recv", &[("msg", json!(r#"{"jsonrpc":"2.0","id":0,"result":{"serverInfo":{"name":"rmcp"}}}"#))]),
+            // The bridge's own initialize: the server falls back to its upstream id, 0.
+            ev(450, "relayer", "http.post", &[("id", json!("0")), ("client_id", json!("0")), ("note", json!("")), ("method", json!("initialize")), ("status", json!(200))]),
+            ev(450, "relayer", "reply.sent", &[("id", json!("0")), ("client_id", json!("0")), ("msg", json!(r#"{"id":0,"jsonrpc":"2.0","result":{"serverInfo":{"name":"mock"}}}"#))]),
+            ev(500, "client", "mcp.send", &[("msg", json!(r#"{"id":"r2","jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"sim.relay/clientId":"r2"}}}"#))]),
+            ev(600, "relayer", "http.post", &[("id", json!("1")), ("client_id", json!("\"r2\"")), ("note", json!("")), ("method", json!("tools/call")), ("status", json!(200))]),
+            ev(650, "client", "mcp.send", &[("msg", json!(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"_meta":{"sim.client/note":4}}}"#))]),
+            ev(700, "relayer", "http.post", &[("id", json!("")), ("client_id", json!("")), ("note", json!("4")), ("method", json!("notifications/progress")), ("status", json!(202))]),
+            ev(900, "relayer", "reply.sent", &[("id", json!("1")), ("client_id", json!("\"r2\"")), ("msg", json!(r#"{"id":1,"jsonrpc":"2.0","result":{"content":[{"text":"done","type":"text"}],"isError":false}}"#))]),
+            // rmcp re-serializes: other key order, the client's id back.
+            ev(950, "client", "mcp.recv", &[("msg", json!(r#"{"jsonrpc":"2.0","id":"r2","result":{"isError":false,"content":[{"type":"text","text":"done"}]}}"#))]),
+            // The server answers request 3 (stamped "r3"), the bridge writes an error of its own.
+            ev(1000, "client", "mcp.send", &[("msg", json!(r#"{"id":"r3","jsonrpc":"2.0","method":"ping","params":{"_meta":{"sim.relay/clientId":"r3"}}}"#))]),
+            ev(1100, "relayer", "http.post", &[("id", json!("2")), ("client_id", json!("\"r3\"")), ("note", json!("")), ("method", json!("ping")), ("status", json!(200))]),
+            ev(1100, "relayer", "reply.sent", &[("id", json!("2")), ("client_id", json!("\"r3\"")), ("msg", json!(r#"{"id":2,"jsonrpc":"2.0","result":{}}"#))]),
+            ev(1200, "client", "mcp.recv", &[("msg", json!(r#"{"jsonrpc":"2.0","id":"r3","error":{"code":-32603,"message":"transport closed"}}"#))]),
+        ],
+    }
+}
+
+#[test]
+fn through_an_opaque_bridge_the_boundaries_pair_by_client_id_note_and_answer() {
+    let trace = opaque_bridge_call();
+    let found: Vec<(usize, usize, Hop, String)> =
+        messages(&trace).into_iter().map(|m| (m.send, m.recv, m.hop, m.label)).collect();
+    assert_eq!(
+        found,
+        vec![
+            (5, 6, Hop::Bridged, "tools/call".to_string()),
+            (7, 8, Hop::Bridged, "progress".to_string()),
+            (9, 10, Hop::Bridged, "result".to_string()),
+            (11, 12, Hop::Bridged, "ping".to_string()),
+        ],
+        "neither initialize pairs with the other, and the bridge's own error borrows no reply"
+    );
+    let html = page(&trace, &[], &Header { title: "v1.sdk.none.0".into(), summary: "3 steps".into(), hash: trace.hash() });
+    assert_eq!(html.matches("<g class=\"msg hop-bridged\"").count(), 4);
+}
+
+#[test]
+fn a_bridge_that_records_its_own_events_is_drawn_hop_by_hop_not_through() {
+    let mut trace = relay_call();
+    // The relayer's log names the client's id as it does in every family.
+    for event in &mut trace.events {
+        if event.kind == "http.post" || event.kind == "reply.sent" {
+            event.fields.push(("client_id".to_string(), json!("1")));
+        }
+    }
+    assert!(messages(&trace).iter().all(|m| m.hop != Hop::Bridged));
+    assert_eq!(messages(&trace).len(), 7);
+}

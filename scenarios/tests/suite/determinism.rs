@@ -41,6 +41,13 @@ fn twenty_sdk_scenarios_run_twice_give_identical_traces() {
     assert_deterministic(Family::Sdk, 0xD37E_0031, 20);
 }
 
+/// rmcp's own server: its session ids are seeded, its wall-clock keep-alive is off and its
+/// hash maps are only looked up (bridge-under-test/src/sdk/server.rs).
+#[test]
+fn twenty_sdk_rmcp_scenarios_run_twice_give_identical_traces() {
+    assert_deterministic(Family::SdkRmcp, 0xD37E_0032, 20);
+}
+
 #[test]
 fn a_token_regenerates_the_same_scenario() {
     let token = Token::parse("v1.relay.none.00000000000000aa").unwrap();

@@ -76,3 +76,58 @@ fn generated_sdk_runs_are_clean_over_the_closed_fault_kinds() {
         assert_eq!(outcome.violations, vec![], "case {case}:\n{}", scenario.to_json());
     }
 }
+
+/// The session ids a trace's server issued (`rpc.initialize`).
+fn sessions(outcome: &Outcome) -> Vec<String> {
+    outcome.trace.of_kind(kind::RPC_INITIALIZE).map(|(_, e)| e.text("session")).collect()
+}
+
+// Goal: rmcp's own server (`StreamableHttpService` behind the fault layer) serves the relayer's
+// tools to rmcp's bridge, and the server-side log the relay oracles read is complete. Method: the
+// mock-based scenario on the rmcp server; session ids must be the seeded ones, never rmcp's
+// `uuid::Uuid::new_v4` (a manager that draws them would fail the shape and the snapshot).
+#[test]
+fn rmcp_server_serves_every_request() {
+    let outcome = run(&scenarios::sdk::on_rmcp_server(scenarios::sdk::forwards_calls()));
+    assert_eq!(outcome.violations, vec![]);
+    assert_eq!(outcome.trace.first(kind::RUN_SPEC).map(|e| e.text("family")).as_deref(), Some("sdk_rmcp"));
+    let mut ids = answered(&outcome);
+    ids.sort();
+    assert_eq!(ids, ["0", "1", "2", "3", "4", "5"]);
+    assert_eq!(outcome.trace.of_kind(kind::TOOL_EXEC).count(), 3);
+    assert_eq!(outcome.trace.of_kind(kind::TOOL_DONE).count(), 3);
+    let sessions = sessions(&outcome);
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let seeded = |s: &str| s.strip_prefix("b1-s1-").is_some_and(|n| n.len() == 6 && n.chars().all(|c| c.is_ascii_hexdigit()));
+    assert!(sessions.iter().all(|s| seeded(s)), "seeded session ids: {sessions:?}");
+    // Each answer the client read was logged as the server's reply.
+    assert!(outcome.trace.of_kind(kind::REPLY_SENT).count() >= 5);
+    snapshot("sdk_rmcp_forwards_calls", &outcome);
+}
+
+// Goal: keep what rmcp's own server does with a response stream cut while its tool runs (the
+// scenario the mock passes in `rmcp_resumes_a_cut_stream`), an rmcp finding
+// (docs/findings.md, "rmcp 3.11.0", R1). The tool finishes, rmcp's server writes the response
+// into the dead channel and removes the channel with its event cache at once (a response closes
+// its request-wise channel: src/transport/streamable_http_server/session/local.rs:604-613,
+// 638-644); rmcp's client resumes with `Last-Event-ID: 0/0`, the server cannot find the channel
+// and answers 200 with an empty stream that ends at once (tower.rs:2089-2100), and the client
+// resumes again, forever: the call is never answered. Fails when rmcp keeps the response for the
+// resumption (or the layer stops cutting the stream).
+#[test]
+fn rmcp_server_loses_a_response_whose_stream_was_cut() {
+    let outcome = run(&scenarios::sdk::on_rmcp_server(scenarios::sdk::resumes_a_cut_stream()));
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert!(outcome.trace.of_kind(kind::FAULT_FIRED).any(|(_, e)| e.text("fault") == "stream_eof"), "{trace}");
+    assert_eq!(outcome.trace.of_kind(kind::TOOL_DONE).count(), 1, "the tool ran to the end:\n{trace}");
+    let resumes: Vec<usize> =
+        outcome.trace.of_kind(kind::STREAM_OPEN).filter(|(_, e)| e.text("last_event_id") == "0/0").map(|(i, _)| i).collect();
+    assert!(resumes.len() >= 5, "rmcp's client keeps resuming the cut stream:\n{trace}");
+    for index in &resumes[1..] {
+        let (at, opened) = (&outcome.trace.events[*index], outcome.trace.events[*index].text("stream"));
+        let closed = outcome.trace.events[*index..].iter().find(|e| e.kind == kind::STREAM_CLOSE && e.text("stream") == opened);
+        assert!(closed.is_some_and(|c| c.at_ms == at.at_ms && c.text("by") == "relayer"), "an empty stream, ended at once:\n{trace}");
+    }
+    assert!(outcome.trace.of_kind(kind::REPLY_SENT).all(|(_, e)| e.text("id") != "1"), "no reply ever left for the call:\n{trace}");
+    assert_eq!(answered(&outcome), ["0"], "the call is never answered:\n{trace}");
+}
