@@ -147,22 +147,26 @@ async fn drive(
     ];
     recorder.record(host::BRIDGE, kind::PROCESS_START, fields);
     let close_stdin = Arc::new(Notify::new());
-    let client = start_client(&fast, seed, recorder, close_stdin.clone(), stdin, stdout);
+    let (client, stdin_closed) = start_client(&fast, seed, recorder, close_stdin.clone(), stdin, stdout);
     let targets = Targets { knobs: &knobs, close_stdin: &close_stdin, script: &fast.script };
-    // The exit bound is the bridge's time; a second of wall time on top for its CPU, which
-    // faketime does not speed up.
-    let wall = |ms: u64| ms.div_ceil(speed.factor());
-    let deadline = clock.at_wall(wall(horizon_ms) + wall(bridge.profile.exit_within_ms) + EXIT_WALL_GRACE_MS);
+    let end = |closed_wall_ms| case_end_wall_ms(horizon_ms, bridge.profile.exit_within_ms, speed, closed_wall_ms);
+    let deadline = tokio::time::sleep_until(clock.at_wall(end(None)).into());
     // The process may exit before the fault plan is over (stdin closed early, or a crash).
     let exited = {
         let faults = apply_faults(&fast, &targets, &server, proxy.as_ref(), clock);
-        tokio::pin!(faults);
-        let mut faults_done = false;
+        tokio::pin!(faults, deadline, stdin_closed);
+        let (mut faults_done, mut closed) = (false, false);
         loop {
             tokio::select! {
                 () = &mut faults, if !faults_done => faults_done = true,
+                _ = &mut stdin_closed, if !closed => {
+                    // The client closed stdin (late, if the bridge was slow to answer what its
+                    // script waits for): the bridge gets its whole exit bound from here.
+                    closed = true;
+                    deadline.as_mut().reset(clock.at_wall(end(Some(clock.wall_ms()))).into());
+                }
                 exit = process.wait() => break Some(exit),
-                () = tokio::time::sleep_until(deadline.into()) => break None,
+                () = &mut deadline => break None,
             }
         }
     };
@@ -181,6 +185,17 @@ async fn drive(
     let _ = tokio::time::timeout(CLIENT_GRACE, client).await;
     drop(server);
     Ok(stderr)
+}
+
+/// When the case ends at the latest, in wall milliseconds since it began: the horizon plus the
+/// bridge's exit bound, or, once the client has closed stdin (at `stdin_closed_wall_ms`), that
+/// moment plus the exit bound if it is later. The exit bound is the bridge's time; a second of
+/// wall time on top for its CPU, which faketime does not speed up.
+fn case_end_wall_ms(horizon_ms: u64, exit_within_ms: u64, speed: Speed, stdin_closed_wall_ms: Option<u64>) -> u64 {
+    let wall = |ms: u64| ms.div_ceil(speed.factor());
+    let by_horizon = wall(horizon_ms) + wall(exit_within_ms) + EXIT_WALL_GRACE_MS;
+    let by_close = stdin_closed_wall_ms.map_or(0, |closed| closed + wall(exit_within_ms) + EXIT_WALL_GRACE_MS);
+    by_horizon.max(by_close)
 }
 
 fn record_exit(recorder: &Recorder, exit: &Exit, by: &str) {
@@ -235,10 +250,11 @@ fn start_client(
     close_stdin: Arc<Notify>,
     stdin: ChildStdin,
     stdout: ChildStdout,
-) -> tokio::sync::oneshot::Receiver<()> {
+) -> (tokio::sync::oneshot::Receiver<()>, tokio::sync::oneshot::Receiver<()>) {
     let (script, recorder) = (scenario.script.clone(), recorder.clone());
     let client_seed = derive(seed, "client");
     let (done, finished) = tokio::sync::oneshot::channel();
+    let (closed, stdin_closed) = tokio::sync::oneshot::channel();
     let spawned = std::thread::Builder::new().name("live-client".into()).spawn(move || {
         tracing::subscriber::with_default(recorder.subscriber(), || {
             let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
@@ -252,6 +268,8 @@ fn start_client(
                 let input = tokio::task::spawn_local(async move {
                     let _ = tokio::io::copy(&mut from_client, &mut stdin).await;
                     // Dropping the child's stdin is its EOF.
+                    drop(stdin);
+                    let _ = closed.send(());
                 });
                 let output = tokio::task::spawn_local(async move {
                     let _ = tokio::io::copy(&mut stdout, &mut to_client).await;
@@ -267,7 +285,7 @@ fn start_client(
         // The case goes on without a client; its trace shows nothing was sent.
         eprintln!("live: no client thread: {error}");
     }
-    finished
+    (finished, stdin_closed)
 }
 
 /// Apply the fault plan (the harness side's, in wall milliseconds) by the wall clock, then heal.
@@ -290,5 +308,19 @@ async fn apply_faults(scenario: &RelayScenario, targets: &Targets<'_>, server: &
     faults::heal_knobs(targets.knobs);
     if let Some(proxy) = proxy {
         proxy.hold(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_case_ends_an_exit_bound_after_stdin_closes_if_that_is_later_than_the_horizon() {
+        // Horizon 30 s, bound 5 s, 1 s of grace: 36 s, unless stdin closed after 30 s.
+        assert_eq!(case_end_wall_ms(30_000, 5_000, Speed::REAL, None), 36_000);
+        assert_eq!(case_end_wall_ms(30_000, 5_000, Speed::REAL, Some(12_000)), 36_000);
+        // live.v1.relay.none.c3ee3e9cfcdc2c70: stdin closed at 33.3 s; the case was cut at 37.7 s.
+        assert_eq!(case_end_wall_ms(30_000, 5_000, Speed::REAL, Some(33_300)), 39_300);
     }
 }

@@ -1,9 +1,9 @@
 //! Which oracles judge a live run. A live trace holds only boundary events (the client's stdio,
 //! the mock server's log, the process table), so the relay checkers that read the bridge's own
 //! events cannot judge it; of the rest, some hold every bridge to what it owes its user and
-//! some judge the relay design, for bridges whose profile promises it. Three more are live
-//! only: stdout carries only JSON-RPC, the process lives until its stdin closes, and it exits
-//! within its bound after that.
+//! some judge the relay design, for bridges whose profile promises it. Four more are live
+//! only: stdout carries only JSON-RPC, the process lives until its stdin closes, it exits
+//! within its bound after that, and every `initialize` the client wrote is answered.
 
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
@@ -27,6 +27,7 @@ pub const UNIVERSAL: &[&str] = &[
     STDOUT_ONLY_JSONRPC,
     LIVES_UNTIL_STDIN_CLOSES,
     EXITS_AFTER_STDIN_CLOSES,
+    INITIALIZE_ANSWERED,
 ];
 
 /// The relay design's promises, judged when a bridge's profile makes them.
@@ -67,6 +68,7 @@ pub const NEEDS_BRIDGE_EVENTS: &[&str] = &[
 const STDOUT_ONLY_JSONRPC: &str = "stdout_only_jsonrpc";
 const LIVES_UNTIL_STDIN_CLOSES: &str = "lives_until_stdin_closes";
 const EXITS_AFTER_STDIN_CLOSES: &str = "exits_after_stdin_closes";
+const INITIALIZE_ANSWERED: &str = "initialize_answered";
 
 /// Judge a live trace: the universal oracles, and the policy oracles its bridge's profile
 /// promised, as its `run.spec` records them (so `harness check` judges a saved live trace alike).
@@ -80,6 +82,7 @@ pub fn judge(trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
     let mut found = crate::verdicts::run(&judged, &facts);
     found.extend(stdout_only_jsonrpc(trace));
     found.extend(process_lifetime(trace, exit_within_ms));
+    found.extend(initialize_answered(&facts));
     found
 }
 
@@ -151,6 +154,34 @@ fn process_lifetime(trace: &Trace, exit_within_ms: u64) -> Vec<Violation> {
     }
 }
 
+/// Every `initialize` the client wrote is answered, with a result or an error, before the client
+/// leaves. `user_outcomes` leaves `initialize` out (a bridge answers it itself, with what it
+/// likes), and a fault may make the handshake fail, but only with an error: a bridge that never
+/// answers leaves the server "starting" in the IDE for good (mcp-proxy waits for its own
+/// `initialize` upstream before it reads stdin, live.v1.relay.none.3ee4d3cfde965c52). Excused
+/// only when the client itself left (closed stdin) before the bridge's call deadline had run
+/// out from the write, as `user_outcomes` excuses any other request.
+fn initialize_answered(facts: &Facts<'_>) -> Vec<Violation> {
+    let eof = facts.trace.events.iter().find(|e| e.host == host::CLIENT && e.kind == kind::CLIENT_EOF).map(|e| e.at_ms);
+    let end = facts.trace.events.iter().find(|e| e.kind == kind::PROCESS_EXIT);
+    let owed = facts.requests.iter().filter(|r| r.method == "initialize" && r.id.is_some() && !r.dup && r.answered.is_none());
+    let unexcused = owed.filter(|r| eof.is_none_or(|eof| eof >= r.at_ms + facts.call_timeout_ms + facts.slack_ms));
+    unexcused
+        .take(3)
+        .map(|request| {
+            let id = request.id.as_deref().unwrap_or("");
+            let left = match (eof, end) {
+                (Some(eof), _) => format!("the client closed stdin at {eof} ms"),
+                (None, Some(exit)) if exit.text("by") == "self" => format!("the process exited at {} ms", exit.at_ms),
+                (None, Some(exit)) => format!("the client was still waiting when the harness ended the case at {} ms", exit.at_ms),
+                (None, None) => "the run ended".to_string(),
+            };
+            let detail = format!("initialize id {id} written at {} ms was never answered, neither a result nor an error; {left}", request.at_ms);
+            facts.trace.violation(INITIALIZE_ANSWERED, request.index, detail)
+        })
+        .collect()
+}
+
 /// When the bridge first showed it was running: its first request to the server, or the first
 /// line it wrote on stdout.
 fn first_sign_of_life(trace: &Trace) -> Option<u64> {
@@ -206,6 +237,34 @@ mod tests {
         let post = TraceEvent::new(8_900, host::RELAYER, kind::HTTP_POST, &[("status", Value::from(200))]);
         assert!(names(vec![eof(3_074), post.clone(), exit(9_047, "self")]).is_empty());
         assert_eq!(names(vec![eof(3_074), post, exit(14_000, "self")]), [EXITS_AFTER_STDIN_CLOSES]);
+    }
+
+    #[test]
+    fn every_initialize_the_client_wrote_is_answered_before_it_leaves() {
+        let spec = TraceEvent::new(0, host::SIM, kind::RUN_SPEC, &[("engine", Value::from("live")), ("call_timeout_ms", Value::from(60_000)), ("slack_ms", Value::from(10))]);
+        let init = r#"{"id":0,"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sim-client","version":"1"}}}"#;
+        let send = TraceEvent::new(5, host::CLIENT, kind::MCP_SEND, &[("msg", Value::from(init)), ("malformed", Value::from(false))]);
+        let found = |events: Vec<TraceEvent>| -> Vec<String> {
+            let trace = Trace { events: [vec![spec.clone(), send.clone()], events].concat() };
+            initialize_answered(&Facts::new(&trace, &McpSchema::new())).into_iter().map(|v| v.detail).collect()
+        };
+        // mcp-proxy over HTTP+SSE, live.v1.relay.none.3ee4d3cfde965c52: no answer, the client
+        // waits until the harness kills the bridge at 71.8 s.
+        let hung = found(vec![exit(71_767, "harness")]);
+        assert_eq!(hung.len(), 1, "{hung:?}");
+        assert!(hung[0].contains("initialize id 0 written at 5 ms was never answered"), "{}", hung[0]);
+        let trace = Trace { events: vec![spec.clone(), send.clone(), exit(71_767, "harness")] };
+        let judged: Vec<String> = judge(&trace, &McpSchema::new()).into_iter().map(|v| v.invariant).collect();
+        assert!(judged.contains(&INITIALIZE_ANSWERED.to_string()), "a live trace is judged by it: {judged:?}");
+        // Answered with a result, or with an error: the client knows where it stands.
+        assert!(found(vec![recv(900, r#"{"jsonrpc":"2.0","id":0,"result":{}}"#), exit(9_000, "harness")]).is_empty());
+        assert!(found(vec![recv(900, r#"{"jsonrpc":"2.0","id":0,"error":{"code":-32603,"message":"down"}}"#), eof(5_000), exit(5_100, "self")]).is_empty());
+        // The bridge exits with it unanswered (supergateway at 61 s, live.v1.relay.none.df25e19bd599b92b).
+        assert_eq!(found(vec![exit(61_007, "self")]).len(), 1);
+        // The client left (an IDE closed) 1 s after its initialize, inside the bridge's 60 s
+        // deadline: nothing is known against the bridge. Left after the deadline: it hung.
+        assert!(found(vec![eof(1_005), exit(1_200, "self")]).is_empty());
+        assert_eq!(found(vec![eof(61_000), exit(61_200, "self")]).len(), 1);
     }
 
     #[test]

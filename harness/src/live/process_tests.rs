@@ -72,3 +72,23 @@ fn a_bridge_that_exits_at_once_is_a_finding_and_one_that_does_not_start_is_bad_i
     let not_run = case::run(&short_scenario(), 1, 1_000, &bridge("/no/such/bridge {url}")).err().expect("bad input");
     assert!(not_run.0.contains("did not start") && not_run.0.contains("127"), "{}", not_run.0);
 }
+
+#[test]
+fn a_client_that_closes_stdin_late_gives_the_bridge_its_whole_exit_bound() {
+    // The client's script waits for the `initialize` answer before its next step (as an SDK
+    // client does), so a bridge slow to answer delays stdin's close past the horizon (1 s here;
+    // mcp-remote's start-up at --speed 10, live.v1.relay.none.c3ee3e9cfcdc2c70). This bridge
+    // answers at 3 s, the client then closes stdin, and the bridge exits 0.8 s later, inside its
+    // 1.5 s bound; a case cut by the horizon (1 s + 1.5 s + 1 s of grace) would kill it at 3.5 s.
+    let timing = Timing { slowest_tool_ms: 1_000, deadline_margin_ms: 500, sse_idle_ms: 2_000, ..Timing::default() };
+    let mut ping = Step::new(100, 2, Op::Ping);
+    ping.after_answers = true;
+    let script = ClientScript { steps: vec![Step::new(0, 1, Op::Initialize), ping], end_at_ms: 600, stamp_ids: true, answers_server: true };
+    let scenario = RelayScenario { bugs: Default::default(), timing, script, faults: Vec::new(), profile: Vec::new() };
+    let mut bridge = bridge(r#"sleep 3; printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{}}'; cat >/dev/null; sleep 0.8"#);
+    bridge.profile.exit_within_ms = 1_500;
+    let trace = case::run(&scenario, 1, 1_000, &bridge).unwrap_or_else(|e| panic!("{}", e.0)).trace;
+    assert_eq!(field(&trace, kind::PROCESS_EXIT, "by"), "self", "{}", trace.render());
+    let violations = super::oracles::judge(&trace, &crate::schema::McpSchema::new());
+    assert!(!violations.iter().any(|v| v.invariant.contains("stdin_closes")), "{violations:?}");
+}

@@ -2532,3 +2532,29 @@ fn server_messages_delivered_follows_a_server_request_to_the_client_and_its_answ
     note.push(recv(120, &log));
     assert_clean(&run(server_messages_delivered, note));
 }
+
+// mcp-remote 0.15.1, live.v1.relay.none.816a060de28e1359 (2 of 3 runs): the client sends
+// tools/call id "0" for a5 and, while it is in flight, again for a7 (JSON-RPC forbids it; the
+// generator covers it). The bridge forwards both under "0", and the client reads a5's answer, then
+// a7's. The relayer logs each reply with its action; the reply to a5 is a5's, although a7's POST
+// was the latest to carry "0": no misdelivery.
+#[test]
+fn reply_accounting_reads_a_reply_by_its_action_when_an_id_is_reused_in_flight() {
+    let (a5, a7) = (tool_result(json!("0"), "remember a5: done", false), tool_result(json!("0"), "remember a7: done", false));
+    let sent = |at_ms: u64, action: &str, msg: &Value| {
+        relayer(at_ms, kind::REPLY_SENT, &[("id", json!("\"0\"")), ("client_id", json!("\"0\"")), ("action", json!(action)), ("session", json!("s1")), ("msg", json!(msg.to_string()))])
+    };
+    let events = vec![
+        std_spec(),
+        stream_open(0, "s1"),
+        send(3_883, &call(json!("0"), "a5")),
+        http_post(3_886, "\"0\"", "\"0\"", "tools/call", "a5", 202),
+        send(4_665, &call(json!("0"), "a7")),
+        http_post(4_670, "\"0\"", "\"0\"", "tools/call", "a7", 202),
+        sent(6_448, "a5", &a5),
+        recv(6_450, &a5),
+        sent(6_980, "a7", &a7),
+        recv(6_981, &a7),
+    ];
+    assert_clean(&run(reply_accounting, events));
+}

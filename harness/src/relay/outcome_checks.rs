@@ -88,11 +88,29 @@ impl Facts<'_> {
                 return Some("client_eof".to_string());
             }
         }
+        if self.cancelled_by_client(request) {
+            return Some("cancelled by the client".to_string());
+        }
         let slow = story.done_ms.is_none_or(|done| done + self.slack_ms >= request.at_ms + self.call_timeout_ms);
         if !story.action.is_empty() && slow {
             return Some("slower than the call deadline".to_string());
         }
         None
+    }
+
+    /// Whether the client itself cancelled `request`: it wrote a `notifications/cancelled` naming
+    /// the request's id after the request and before its answer. MCP asks the receiver not to
+    /// answer a cancelled request and the client to ignore an answer that comes anyway, so
+    /// whatever answers it (mcp-proxy's own "Request cancelled" error) is no lie to the user.
+    fn cancelled_by_client(&self, request: &Request) -> bool {
+        let Some(id) = &request.id else { return false };
+        let until = request.answered.as_ref().map_or(self.trace.events.len(), |a| a.index);
+        let written = self.trace.events.get(request.index + 1..until).unwrap_or_default();
+        written.iter().filter(|e| e.host == host::CLIENT && e.kind == kind::MCP_SEND).any(|e| {
+            let msg = message(e);
+            msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+                && msg.pointer("/params/requestId").map(Value::to_string).as_ref() == Some(id)
+        })
     }
 
     /// The relayer reply a message the client read equals, if any.
@@ -846,6 +864,33 @@ mod tests {
         assert_eq!(made_up.len(), 1, "{made_up:#?}");
         assert!(made_up[0].detail.contains("which the relayer never sent"), "{}", made_up[0].detail);
         assert_eq!(judge(json!({"jsonrpc": "2.0", "id": 9, "result": {"pong": true}})).len(), 1);
+    }
+
+    /// mcp-proxy 0.13.0 over HTTP+SSE, live.v1.relay.none.b460a250f07d4536: the client cancels its
+    /// tools/call, and the bridge answers it at once with its own error (code 0, "Request
+    /// cancelled"). The client asked for no answer; none is made up. The same error to a call
+    /// the client had not cancelled, or cancelled only after the answer, still is.
+    #[test]
+    fn a_request_the_client_cancelled_may_be_answered_by_the_bridge() {
+        let spec = [("family", json!("relay")), ("call_timeout_ms", json!(1_000)), ("sweep_period_ms", json!(500)), ("slack_ms", json!(10)), ("horizon_ms", json!(10_000))];
+        let send = |at_ms: u64, msg: Value| TraceEvent::new(at_ms, host::CLIENT, kind::MCP_SEND, &[("msg", json!(msg.to_string())), ("malformed", json!(false))]);
+        let call = json!({"jsonrpc": "2.0", "id": "r7", "method": "tools/call", "params": {"name": "recall", "arguments": {}}});
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "r7", "reason": "the user cancelled"}});
+        let cancel_other = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "the user cancelled"}});
+        let error = json!({"jsonrpc": "2.0", "id": "r7", "error": {"code": 0, "message": "Request cancelled"}});
+        let recv = TraceEvent::new(300, host::CLIENT, kind::MCP_RECV, &[("msg", json!(error.to_string()))]);
+        let judge = |events: Vec<TraceEvent>| {
+            let trace = Trace { events: [vec![TraceEvent::new(0, host::SIM, kind::RUN_SPEC, &spec)], events].concat() };
+            user_outcomes(&Facts::new(&trace, &McpSchema::new()))
+        };
+        let cancelled = judge(vec![send(100, call.clone()), send(200, cancel.clone()), recv.clone()]);
+        assert!(cancelled.is_empty(), "{cancelled:#?}");
+        // Another id (the number 7, not the string "r7"), or a cancellation after the answer.
+        for events in [vec![send(100, call.clone()), send(200, cancel_other), recv.clone()], vec![send(100, call), recv, send(400, cancel)]] {
+            let made_up = judge(events);
+            assert_eq!(made_up.len(), 1, "{made_up:#?}");
+            assert!(made_up[0].detail.contains("which the relayer never sent"), "{}", made_up[0].detail);
+        }
     }
 
     /// mcp-proxy 0.13.0, live.v1.relay.none.47699b8cf39929cd: the client sends tools/list id 1

@@ -153,8 +153,13 @@ impl Stories {
             let before = |slack: u64| candidates.iter().rev().filter(fits).find(|n| facts.requests[**n].at_ms <= event.at_ms + slack).copied();
             before(0).or_else(|| before(facts.slack_ms))
         };
+        // An event that names its action belongs to that action's request: the id it carried
+        // may have been reused in flight, so the latest POST of that id can be another request's
+        // (mcp-remote, live.v1.relay.none.816a060de28e1359).
         let owner_of = |carried: &BTreeMap<String, usize>, event: &TraceEvent| -> Option<usize> {
-            carried.get(&event.text("id")).copied().or_else(|| owner(event, None))
+            let action = event.text("action");
+            let by_own_action = by_action.get(action.as_str()).copied().filter(|_| !action.is_empty());
+            by_own_action.or_else(|| carried.get(&event.text("id")).copied()).or_else(|| owner(event, None))
         };
         let mut claimed: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
         let mut open: BTreeMap<String, usize> = BTreeMap::new();
