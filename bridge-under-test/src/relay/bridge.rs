@@ -602,10 +602,10 @@ impl Bridge {
             // A stream that ended soon after it opened, before or after its endpoint, counts
             // as a failed attempt: the next connect backs off, so a relayer that keeps accepting
             // and dropping streams never sees a reconnect storm. A stream the bridge closed
-            // itself after its endpoint arrived did not fail: the connect had succeeded, and
-            // the backoff starts over.
+            // itself after its endpoint arrived, a second or more after it opened, did not fail:
+            // the connect had succeeded, and the backoff starts over.
             let lived = ms_since(state.opened_at);
-            let chosen = state.session.is_some() && BRIDGE_CHOSEN_CLOSES.contains(&reason);
+            let chosen = state.session.is_some() && BRIDGE_CHOSEN_CLOSES.contains(&reason) && lived >= CHOSEN_CLOSE_MIN_MS;
             if chosen || (state.stream_open && lived >= STABLE_STREAM_MS) {
                 state.attempt = 0;
             } else {
@@ -844,6 +844,10 @@ const STABLE_STREAM_MS: u64 = 2_000;
 /// Why the bridge closes a working stream itself: replies stopped reaching it although the stream
 /// is alive, or the client's own `initialize` replaced the one it made up.
 const BRIDGE_CHOSEN_CLOSES: [&str; 2] = ["orphans", "reinitialize"];
+/// A stream the bridge closed itself counts as a success only if it lived this long: a shorter
+/// one may have been dropped by the relayer just before the bridge read the EOF, and a flap must
+/// still back off.
+const CHOSEN_CLOSE_MIN_MS: u64 = 1_000;
 
 /// The first wait before retrying a POST refused transiently; each further retry waits twice
 /// as long (250·2^attempt ms).
