@@ -173,7 +173,8 @@ mod tests {
         Vec::new()
     }
 
-    const CHECKERS: &[(&str, fn(&u64) -> Vec<Violation>)] = &[("two", judge_two), ("one", judge_one)];
+    type Checker = fn(&u64) -> Vec<Violation>;
+    const CHECKERS: &[(&str, Checker)] = &[("two", judge_two), ("one", judge_one)];
 
     #[test]
     fn verdicts_are_counted_per_oracle_and_mechanism() {
