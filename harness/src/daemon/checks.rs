@@ -131,9 +131,7 @@ pub struct Facts<'a> {
     pub horizon_ms: u64,
     pub actions: Vec<Action>,
     pub attempts: Vec<Attempt>,
-    /// Windows in which a disruptive fault (stall, crash, reset) was in effect.
-    pub disruptions: Vec<(u64, u64)>,
-    /// The same, by fault kind: what the excuses name.
+    /// The disruptive faults (stall, crash, reset, …) by kind and span: what the excuses name.
     pub spans: Vec<Span>,
     /// Which daemon took each request, and the crashes.
     pub effects: Effects,
@@ -154,7 +152,6 @@ impl<'a> Facts<'a> {
             horizon_ms: num("horizon_ms"),
             actions: Vec::new(),
             attempts: Vec::new(),
-            disruptions: Vec::new(),
             spans: Vec::new(),
             effects: Effects::new(trace),
         };
@@ -271,7 +268,11 @@ impl<'a> Facts<'a> {
         }
         let horizon_ms = self.horizon_ms;
         self.spans.extend(open.into_values().map(|(fault, start)| Span { fault, start_ms: start, end_ms: horizon_ms }));
-        self.disruptions = self.spans.iter().map(|s| (s.start_ms, s.end_ms)).collect();
+    }
+
+    /// The windows in which a disruptive fault was in effect: `(start, end)`, whatever its kind.
+    pub fn disruptions(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.spans.iter().map(|s| (s.start_ms, s.end_ms))
     }
 
     /// The action in progress at `at_ms`.

@@ -131,9 +131,8 @@ impl<'f, 'a> Story<'f, 'a> {
         let slack = facts.slack_ms;
         let undisturbed = |until: u64| {
             !facts
-                .disruptions
-                .iter()
-                .any(|(start, end)| *start <= until && *end + slack >= from)
+                .disruptions()
+                .any(|(start, end)| start <= until && end + slack >= from)
         };
         facts
             .attempts
@@ -376,7 +375,7 @@ pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
         return Vec::new();
     }
     let last_fault = injected.iter().map(|e| e.at_ms).max().unwrap_or(0);
-    let last_disruption = facts.disruptions.iter().map(|(_, end)| *end).max();
+    let last_disruption = facts.disruptions().map(|(_, end)| end).max();
     let calm_from = last_fault.max(last_disruption.unwrap_or(0)) + facts.slack_ms;
     let story = Story::new(facts);
     let unknown = unknown_actions(facts);
@@ -439,7 +438,7 @@ fn drain_met_work(story: &Story<'_, '_>, action: u64, before: usize) -> bool {
 /// send): work for a request that has ended must end with it.
 pub fn no_orphaned_work(facts: &Facts<'_>) -> Vec<Violation> {
     let story = Story::new(facts);
-    let stalled: u64 = facts.disruptions.iter().map(|(s, e)| e.saturating_sub(*s)).sum();
+    let stalled: u64 = facts.disruptions().map(|(s, e)| e.saturating_sub(s)).sum();
     let by_id: BTreeMap<&str, &Attempt> = facts.attempts.iter().map(|a| (a.id.as_str(), a)).collect();
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::SERVER_RECV) {

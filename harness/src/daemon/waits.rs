@@ -320,7 +320,7 @@ fn attempt_bound_ms(facts: &Facts<'_>, attempt: &Attempt, path: Upstream) -> u64
 /// server was asked, not from the daemon's events.
 pub fn action_within_its_path(facts: &Facts<'_>) -> Vec<Violation> {
     let paths = upstream_paths(facts);
-    let stalled: u64 = facts.disruptions.iter().map(|(s, e)| e.saturating_sub(*s)).sum();
+    let stalled: u64 = facts.disruptions().map(|(s, e)| e.saturating_sub(s)).sum();
     let mut found = Vec::new();
     for (action, steps) in steps(facts) {
         let Some(start) = facts.actions.iter().find(|a| a.action == action) else {
