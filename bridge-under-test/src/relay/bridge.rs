@@ -259,7 +259,12 @@ impl Bridge {
             };
             match next {
                 Some(Outgoing::Request(key)) => self.post_request(gen, &key).await,
-                Some(Outgoing::Note(seq)) => self.post_note(gen, seq).await,
+                Some(Outgoing::Note(seq)) => {
+                    if !self.post_note(gen, seq).await {
+                        self.retry_after_refusal();
+                        break;
+                    }
+                }
                 None => break,
             }
         }
@@ -323,10 +328,11 @@ impl Bridge {
         !note || self.send_initialized(gen).await
     }
 
-    /// When the session's `initialize` is refused for good, notifications wait in the outbox and
-    /// the handshake the client completed (`notifications/initialized`) is owed to the session.
-    /// A later request asks again; failing that, the pump tries again after the reconnect
-    /// backoff's cap, so a brief revocation never strands them.
+    /// When the session's `initialize`, or a notification, is refused for good (or past its
+    /// retries), notifications wait in the outbox and the handshake the client completed
+    /// (`notifications/initialized`) is owed to the session. A later message from the client asks
+    /// again; failing that, the pump tries again after the reconnect backoff's cap, so a brief
+    /// revocation never strands them.
     fn retry_after_refusal(self: &Rc<Self>) {
         let owed = {
             let state = self.state.borrow();
@@ -351,21 +357,32 @@ impl Bridge {
     }
 
     /// POST the bridge's `notifications/initialized` to the session of `gen`, once, under the
-    /// shared retry policy. `false`: the session is gone (stop pumping).
+    /// shared retry policy. The MCP lifecycle puts it before any request (a strict server refuses
+    /// requests until it has it), so until the relayer accepts it nothing else goes: refused for
+    /// good or past its retries, it stays owed and the pump stops (`false`) to try again later,
+    /// as for any notification (`post_note`).
     async fn send_initialized(self: &Rc<Self>, gen: u64) -> bool {
-        self.state.borrow_mut().noted_gen = Some(gen);
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
         for attempt in 0..=self.config.post_retries {
             let Some(path) = self.current_path(gen) else { return false };
             emit!(kind::POST_SEND, id = "", method = "notifications/initialized", key = "", gen, replay = false, tracked = false, attempt);
             let status = self.post(&path, None, note.clone()).await;
             emit!(kind::POST_STATUS, id = "", status, attempt);
-            if !self.retries_left(status, attempt) {
-                break;
+            match status {
+                200..=299 => {
+                    self.state.borrow_mut().noted_gen = Some(gen);
+                    return true;
+                }
+                404 => {
+                    self.close_stream(gen, "expired");
+                    return false;
+                }
+                status if self.retries_left(status, attempt) => backoff(attempt).await,
+                _ => break,
             }
-            backoff(attempt).await;
         }
-        true
+        self.retry_after_refusal();
+        false
     }
 
     /// Whether a POST answered `status` (0: a network error) on `attempt` is tried again: a
@@ -383,25 +400,35 @@ impl Bridge {
         state.session.clone()
     }
 
-    /// POST a waiting notification. It stays in the outbox until the relayer accepts it, so a
-    /// POST cut short by a reconnect, or answered 404, is sent again on the next session; a
-    /// transient refusal is retried; only a refusal for good drops it.
-    async fn post_note(self: &Rc<Self>, gen: u64, seq: u64) {
+    /// POST a waiting notification. It stays in the outbox until the relayer accepts it: a POST
+    /// cut short by a reconnect, or answered 404, is sent again on the next session; a transient
+    /// refusal is retried. Nobody can be told that a notification was lost, so a refusal for
+    /// good, or the retries spent, does not drop it either: the pump stops (`false`) and tries
+    /// again after the reconnect backoff's cap, or when the client writes again, the note still
+    /// first in the client's order.
+    async fn post_note(self: &Rc<Self>, gen: u64, seq: u64) -> bool {
         for attempt in 0..=self.config.post_retries {
-            let Some(msg) = self.state.borrow().notes.get(&seq).cloned() else { return };
-            let Some(path) = self.current_path(gen) else { return };
+            let Some(msg) = self.state.borrow().notes.get(&seq).cloned() else { return true };
+            let Some(path) = self.current_path(gen) else { return true };
             let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
             let id = msg.get("id").map(Value::to_string).unwrap_or_default();
             emit!(kind::POST_SEND, id = %id, method, key = "", gen, replay = false, tracked = false, attempt);
             let status = self.post(&path, None, msg.to_string()).await;
             emit!(kind::POST_STATUS, id = %id, status, attempt);
             match status {
-                404 => return self.close_stream(gen, "expired"),
+                200..=299 => {
+                    self.state.borrow_mut().notes.remove(&seq);
+                    return true;
+                }
+                404 => {
+                    self.close_stream(gen, "expired");
+                    return true;
+                }
                 status if self.retries_left(status, attempt) => backoff(attempt).await,
                 _ => break,
             }
         }
-        self.state.borrow_mut().notes.remove(&seq);
+        false
     }
 
     /// POST one in-flight request, re-checking just before each attempt that it is still owed.

@@ -1737,6 +1737,34 @@ fn notifications_delivered_flags_a_notification_dropped_before_a_later_call() {
     );
 }
 
+// A notification whose POSTs were refused past the bridge's retries (three resets) and never
+// sent again is lost, however long the client stayed: the bridge's retry policy is no excuse
+// (token v1.relay.none.0fa78ab98df581d4). The initialized note of the handshake likewise.
+#[test]
+fn notifications_delivered_flags_a_notification_given_up_after_its_retries() {
+    use bridge_under_test::relay::client::NOTE_META;
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "_meta": {NOTE_META: 3}}});
+    let note_post = |at_ms: u64, status: u64| {
+        let mut post = r_post(at_ms, "s1", "", "notifications/cancelled", "", status);
+        post.fields.push(("note".to_string(), json!("3")));
+        post
+    };
+    let given_up = |resent: bool| {
+        let mut events = vec![std_spec(), stream_open(0, "s1"), send(10, &note), note_post(100, 0), note_post(400, 0), note_post(950, 0)];
+        if resent {
+            events.push(note_post(3_000, 202));
+        }
+        events.push(client_eof(40_000));
+        events
+    };
+    assert_clean(&run(outcome_checks::notifications_delivered, given_up(true)));
+    assert_one(&run(outcome_checks::notifications_delivered, given_up(false)), "notifications_delivered", 2, "never reached the relayer");
+    let mut handshake = note_sent();
+    handshake.extend([r_post(12, "s1", "", "notifications/initialized", "", 503), r_post(300, "s1", "", "notifications/initialized", "", 503)]);
+    handshake.extend([r_post(800, "s1", "", "notifications/initialized", "", 503), client_eof(40_000)]);
+    assert_one(&run(outcome_checks::notifications_delivered, handshake), "notifications_delivered", 2, "never reached the relayer");
+}
+
 // ---- sessions_initialized -------------------------------------------------------------------
 
 #[test]
@@ -2049,16 +2077,29 @@ fn sessions_initialized_holds_the_initialized_notification_to_the_client() {
 #[test]
 fn notifications_delivered_accounts_each_notification_by_its_own_posts() {
     let note = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": 1}});
-    // The first is refused for good (401), the second accepted: both accounted for.
+    // The first is refused for good (401) and sent again once the client writes, the second
+    // accepted: both accounted for.
     let good = vec![
         std_spec(),
         send(10, &note),
         http_post(50, "", "", "notifications/progress", "", 401),
         send(3_000, &note),
         http_post(3_050, "", "", "notifications/progress", "", 202),
+        http_post(3_100, "", "", "notifications/progress", "", 202),
         eof(30_000),
     ];
     assert_clean(&run(notifications_delivered, good));
+    // Given up after the refusal for good: one accepted POST for two notifications. A refusal
+    // is no excuse for dropping what nobody can be told was lost (ORACLES.md §8).
+    let given_up = vec![
+        std_spec(),
+        send(10, &note),
+        http_post(50, "", "", "notifications/progress", "", 401),
+        send(3_000, &note), // 3
+        http_post(3_050, "", "", "notifications/progress", "", 202),
+        eof(30_000),
+    ];
+    assert_one(&run(notifications_delivered, given_up), "notifications_delivered", 3, "never reached the relayer");
     // Two notifications, one accepted POST: the second never arrived.
     let bad = vec![
         std_spec(),

@@ -13,6 +13,7 @@ use super::wire;
 use super::story::{same_reply, Sent, Story};
 use crate::check::{capped, message};
 use crate::trace::Violation;
+use crate::verdicts;
 
 /// Retries of a POST answered 429 or 5xx before the call fails, and the wait before retry `k`
 /// (`250·2^k`): the bridge's documented retry policy, restated here.
@@ -625,15 +626,17 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
         let of_method = |(_, at, _, id, m, _): &&(usize, u64, String, String, String, u64)| {
             id.is_empty() && m == method && at + facts.slack_ms >= event.at_ms
         };
-        let (delivered, refused) = if method == "notifications/initialized" {
-            let delivered = posts.iter().filter(of_method).any(|p| p.5 == 202);
-            (delivered, posts.iter().filter(of_method).any(|p| p.5 != 202))
+        let delivered = if method == "notifications/initialized" {
+            posts.iter().filter(of_method).any(|p| p.5 == 202)
         } else {
             // A notification the client stamped with its step is told by its own POSTs; others
             // by the order of their method's POSTs that carry no step. So is a stamped one that
             // the bridge forwarded rebuilt, without its `_meta` (mcp-proxy 0.13.0 sends a
             // client's notifications/progress upstream as a new notification of the same
-            // token): it reached the server all the same.
+            // token): it reached the server all the same. Refusals are no excuse: transient ones
+            // call for a retry, and a bridge that gives up on a notification after its retries,
+            // or on a refusal for good, loses it with nobody told (ORACLES.md §8). It keeps it
+            // until the relayer accepts it or the client leaves.
             let note = |post: &(usize, u64, String, String, String, u64)| facts.trace.events[post.0].text("note");
             let step = note_step(&msg).map(Value::to_string).filter(|step| posts.iter().any(|post| note(post) == *step));
             let mine = |post: &&(usize, u64, String, String, String, u64)| match &step {
@@ -641,39 +644,14 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
                 None => of_method(post) && note(post).is_empty(),
             };
             let start = if step.is_some() { 0 } else { next.get(method).copied().unwrap_or(0) };
-            let mut outcome = (false, false);
-            let (mut transient, mut session) = (0, "");
-            let mut consumed = start;
-            for (k, post) in posts.iter().enumerate().skip(start) {
-                if !mine(&post) {
-                    continue;
-                }
-                consumed = k + 1;
-                if post.2 != session {
-                    (transient, session) = (0, post.2.as_str());
-                }
-                match post.5 {
-                    202 => outcome = (true, false),
-                    404 => continue,
-                    0 | 429 | 500..=599 => {
-                        transient += 1;
-                        if transient <= POST_RETRIES {
-                            continue;
-                        }
-                        outcome = (false, true);
-                    }
-                    _ => outcome = (false, true),
-                }
-                break;
-            }
+            let accepted_at = posts.iter().enumerate().skip(start).find(|(_, post)| mine(post) && post.5 == 202).map(|(k, _)| k);
             if step.is_none() {
-                next.insert(method.to_string(), consumed);
+                // Unstamped notifications of a method are matched in order: the next one's
+                // POSTs begin after this one's acceptance.
+                next.insert(method.to_string(), accepted_at.map_or(start, |k| k + 1));
             }
-            outcome
+            accepted_at.is_some()
         };
-        if refused {
-            continue;
-        }
         // The outbox keeps the client's order across sessions: a notification not yet accepted
         // goes before anything the client wrote after it. One the relayer never accepted while
         // it accepted a message written later was dropped, however soon the client closed.
@@ -683,7 +661,12 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             continue;
         }
         let from = facts.stories.heal_ms.unwrap_or(0).max(event.at_ms);
-        if delivered || eof < from + settle {
+        if delivered {
+            verdicts::held();
+            continue;
+        }
+        if eof < from + settle {
+            verdicts::excused("the client left before the faults healed and the bridge settled");
             continue;
         }
         let detail = format!("notification {method} sent at {} ms never reached the relayer (stdin closed at {eof} ms)", event.at_ms);

@@ -541,6 +541,39 @@ fn a_stream_the_bridge_closes_itself_does_not_raise_the_backoff() {
     assert_eq!(next.num("attempt"), 0, "the connect after a chosen close backs off as after a failure");
 }
 
+// Goal: a notification the relayer refused past the bridge's retries is not dropped: nobody can
+// be told it was lost (MODEL.md §4.10, ORACLES.md §8: a policy is no excuse). Method: replay the
+// case seed 2026's hunt found once `notifications_delivered` stopped excusing spent retries
+// (token v1.relay.none.0fa78ab98df581d4, shrunk): a post_reset window resets the three POSTs of
+// the client's notifications/cancelled (note 3); the bridge gave up on it, and the relayer
+// accepted the client's later calls but never the cancellation. Now it stays first in the
+// outbox and goes, still before them, once the client writes again.
+#[test]
+fn a_notification_refused_past_its_retries_is_sent_again() {
+    let outcome = race("relay_note_dropped_after_its_retries");
+    assert_eq!(outcome.violations, vec![]);
+    let posts = events(&outcome, kind::HTTP_POST);
+    let cancel: Vec<_> = posts.iter().filter(|e| e.text("method") == "notifications/cancelled").collect();
+    assert!(cancel.len() > 3 && cancel[..3].iter().all(|e| e.num("status") == 0), "the race this case keeps did not happen: {cancel:#?}");
+    assert_eq!(cancel.last().map(|e| e.num("status")), Some(202), "the cancellation never reached the relayer");
+}
+
+// Goal: the bridge's own notifications/initialized is not given up after its retries, and no
+// request goes to the session before it (the MCP lifecycle; a strict server refuses requests
+// until it). Method: replay the case seed 2026's hunt found next (token
+// v1.relay.none.4d70f30cbc7842b6, shrunk): a post_reset window resets its three POSTs; the bridge
+// went on with the client's calls and the session never heard the handshake end.
+#[test]
+fn the_handshake_note_refused_past_its_retries_is_sent_before_any_request() {
+    let outcome = race("relay_initialized_note_given_up");
+    assert_eq!(outcome.violations, vec![]);
+    let posts = events(&outcome, kind::HTTP_POST);
+    let note = posts.iter().position(|e| e.text("method") == "notifications/initialized" && e.num("status") == 202);
+    let request = posts.iter().position(|e| e.text("method") == "tools/call");
+    assert!(posts.iter().filter(|e| e.text("method") == "notifications/initialized").take(3).all(|e| e.num("status") == 0), "the race this case keeps did not happen");
+    assert!(note.is_some() && note < request, "a call reached the session before its notifications/initialized: {note:?} {request:?}");
+}
+
 // The mutation gate (`just mutants relay`): what cargo-mutants runs against each mutant of the
 // bridge's core. With every switch off, a generated hunt, the scripted scenarios and the races
 // the oracles found must all be clean; a mutant that changes what a client or the relayer
@@ -581,6 +614,8 @@ fn mutants_gate_relay() {
         "relay_post_retries_false_alarm",
         "relay_id_reused_as_its_answer_arrives",
         "relay_backoff_kept_after_a_chosen_close",
+        "relay_note_dropped_after_its_retries",
+        "relay_initialized_note_given_up",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
