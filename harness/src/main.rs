@@ -11,7 +11,8 @@ use clap::{Parser, Subcommand};
 use harness::bench;
 use harness::hunt::{self, HuntConfig, HuntReport, Shard};
 use harness::runner::run;
-use harness::scenario::{Family, Scenario};
+use harness::families::{self, FAMILIES};
+use harness::family::{Family, Scenario};
 use harness::schema::McpSchema;
 use harness::token::Token;
 use harness::trace::Trace;
@@ -161,7 +162,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::List => {
-            for family in Family::ALL {
+            for family in FAMILIES {
                 println!("{}: {}", family.name(), family.switches().join(" "));
             }
             Ok(ExitCode::SUCCESS)
@@ -200,15 +201,15 @@ fn fresh_seed() -> u64 {
 }
 
 /// Which families a command covers: the one named, the one the switches belong to, or all.
-fn families(family: Option<String>, bugs: &[String]) -> Result<Vec<Family>, String> {
+fn families(family: Option<String>, bugs: &[String]) -> Result<Vec<&'static dyn Family>, String> {
     if let Some(name) = family {
-        return Ok(vec![Family::parse(&name)?]);
+        return Ok(vec![families::named(&name)?]);
     }
     if let Some(bug) = bugs.first() {
-        let owner = Family::ALL.iter().find(|f| f.switches().contains(&bug.as_str()));
-        return owner.map(|f| vec![*f]).ok_or_else(|| format!("unknown bug switch `{bug}`; run `list`"));
+        let owner = families::owning(bug);
+        return owner.map(|f| vec![f]).ok_or_else(|| format!("unknown bug switch `{bug}`; run `list`"));
     }
-    Ok(Family::ALL.to_vec())
+    Ok(FAMILIES.to_vec())
 }
 
 fn summary(scenario: &Scenario) -> String {
@@ -338,15 +339,15 @@ fn print_violations(violations: &[harness::trace::Violation]) {
 }
 
 /// Read a JSON Lines trace and the family that judges it: `Err` (exit 2) names the line.
-fn read_trace(path: &std::path::Path, family: Option<String>) -> Result<(Trace, Result<Family, String>), String> {
+fn read_trace(path: &std::path::Path, family: Option<String>) -> Result<(Trace, Result<&'static dyn Family, String>), String> {
     if !path.exists() {
         return Err(format!("no such file: {}", path.display()));
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let trace = harness::jsonl::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let family = match family {
-        Some(name) => Family::parse(&name),
-        None => Family::of_trace(&trace),
+        Some(name) => families::named(&name),
+        None => families::of_trace(&trace),
     };
     Ok((trace, family))
 }
@@ -354,8 +355,8 @@ fn read_trace(path: &std::path::Path, family: Option<String>) -> Result<(Trace, 
 fn check_command(path: &std::path::Path, family: Option<String>) -> Result<ExitCode, String> {
     let (trace, family) = read_trace(path, family)?;
     let family = family?;
-    let violations = if harness::live::oracles::is_live(&trace) {
-        harness::live::oracles::judge(&trace, &McpSchema::new())
+    let violations = if harness::relay::oracles::is_live(&trace) {
+        harness::relay::oracles::judge(&trace, &McpSchema::new())
     } else {
         family.check(&trace, &McpSchema::new())
     };
@@ -406,7 +407,7 @@ fn replay_command(
     }
     let (scenario, outcome) = if std::path::Path::new(input).is_file() {
         let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read {input}: {e}"))?;
-        let scenario = Scenario::from_json(&text)?;
+        let scenario = Scenario::from_json(&text, FAMILIES)?;
         let outcome = run(&scenario);
         (scenario, outcome)
     } else {

@@ -18,7 +18,7 @@ fn two_processes_give_identical_trace_hashes_for_every_family() {
     let first = hashes();
     let second = hashes();
     let lines: Vec<&str> = first.lines().collect();
-    for family in harness::scenario::Family::ALL {
+    for family in harness::families::FAMILIES {
         let prefix = format!("v1.{}.", family.name());
         assert_eq!(lines.iter().filter(|l| l.starts_with(&prefix)).count(), 6, "{first}");
     }

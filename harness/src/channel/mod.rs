@@ -1,5 +1,6 @@
 //! The channel family in the harness: its scenario, how it is set up in a simulation, its spec
-//! (the constants checkers judge against), faults, generators and checkers.
+//! (the constants checkers judge against), faults, generators and checkers. [`Channel`] is the
+//! family as the engines see it.
 
 pub mod checks;
 pub mod coverage;
@@ -16,12 +17,15 @@ use bridge_under_test::channel::{bridge, ChannelBugs, ChannelConfig, CLOCK_BASE_
 use bridge_under_test::emit;
 use bridge_under_test::events::{host, kind};
 use bridge_under_test::stdio;
+use proptest::strategy::BoxedStrategy;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::family::{self, Scheduled};
-use crate::scenario::SimParams;
+use crate::coverage::{Cell, Table};
+use crate::family::{self, Family, FamilyScenario, Scenario, Scheduled, SimParams};
+use crate::schema::McpSchema;
 use crate::seed::derive;
+use crate::trace::{Trace, Violation};
 use faults::{ChannelFault, Targets};
 
 /// The chat session the bridge serves.
@@ -92,6 +96,71 @@ pub struct ChannelScenario {
     /// The swarm profile: which fault kinds this seed turned on.
     #[serde(default)]
     pub profile: Vec<String>,
+}
+
+/// The channel family: an MCP agent on stdio, the channel bridge holding pending permission
+/// requests and approvals, and a chat gateway over a WebSocket.
+pub struct Channel;
+
+impl Family for Channel {
+    fn name(&self) -> &'static str {
+        "channel"
+    }
+
+    fn switches(&self) -> &'static [&'static str] {
+        ChannelBugs::NAMES
+    }
+
+    fn strategy(&self, bugs: &[String], seed: u64) -> BoxedStrategy<Scenario> {
+        case_strategy(family::switches_on(bugs, ChannelBugs::enable), seed)
+    }
+
+    fn read(&self, fields: serde_json::Value) -> Result<Box<dyn FamilyScenario>, serde_json::Error> {
+        Ok(Box::new(serde_json::from_value::<ChannelScenario>(fields)?))
+    }
+
+    fn check(&self, trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
+        checks::check(trace, schema)
+    }
+
+    fn coverage_tables(&self) -> &'static [Table] {
+        coverage::TABLES
+    }
+
+    fn observe(&self, trace: &Trace) -> Vec<Cell> {
+        coverage::observe(trace)
+    }
+}
+
+impl FamilyScenario for ChannelScenario {
+    fn family(&self) -> &'static dyn Family {
+        &Channel
+    }
+
+    fn setup(&self, seed: u64, sim: &mut turmoil::Sim<'_>) -> Box<dyn family::Driver> {
+        Box::new(Driver::setup(self, seed, sim))
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "{} agent steps, {} gateway steps, {} faults",
+            self.agent.steps.len(),
+            self.gateway.len(),
+            self.faults.len()
+        )
+    }
+
+    fn size(&self) -> usize {
+        self.agent.steps.len() + self.gateway.len() + self.faults.len()
+    }
+
+    fn clear_bugs(&mut self) {
+        self.bugs = ChannelBugs::default();
+    }
+
+    fn enable_bugs(&mut self, bugs: &[&str]) -> Result<(), String> {
+        bugs.iter().try_for_each(|bug| self.bugs.enable(bug))
+    }
 }
 
 /// A channel scenario set up inside a simulation: holds what faults act on.
@@ -191,7 +260,7 @@ impl family::Driver for Driver {
 pub fn case_strategy(
     bugs: ChannelBugs,
     seed: u64,
-) -> proptest::strategy::BoxedStrategy<crate::scenario::Scenario> {
+) -> BoxedStrategy<Scenario> {
     use proptest::prelude::*;
     (strategy::scenario(bugs), 0u64..=1, any::<bool>())
         .prop_map(move |(channel, latency_ticks, random_order)| {
@@ -202,8 +271,7 @@ pub fn case_strategy(
                 random_order,
                 horizon_ms: strategy::horizon_ms(&channel.agent),
             };
-            let family = crate::scenario::FamilyScenario::Channel(channel);
-            crate::scenario::Scenario { seed, sim, family }
+            Scenario { seed, sim, family: Box::new(channel) }
         })
         .boxed()
 }

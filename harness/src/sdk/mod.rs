@@ -3,8 +3,10 @@
 //! family's mock server speaking MCP Streamable HTTP. Everything but the bridge is the relay
 //! family's: the scenario and its generator, the fault plan and how each fault acts, and the
 //! checkers that rest on boundaries (the client's stdio, the server's HTTP log), chosen as the
-//! live engine chooses them for a bridge it did not write (`live::oracles::judge`), with rmcp's
-//! profile (`harness/profiles/rmcp-sdk.json`) saying what rmcp does by design.
+//! live engine chooses them for a bridge it did not write (`relay::oracles::judge`), with rmcp's
+//! profile (`harness/profiles/rmcp-sdk.json`) saying what rmcp does by design. [`SDK`] and
+//! [`SDK_RMCP`] are the two families as the engines see them: the same scenario, generator and
+//! checkers, against the mock server or against rmcp's own.
 
 pub mod checks;
 
@@ -17,16 +19,19 @@ use bridge_under_test::relay::knobs::SharedKnobs;
 use bridge_under_test::relay::relayer::{self, Durable, Transport};
 use bridge_under_test::relay::{RelayerConfig, RelayerKnobs, RELAYER_PORT};
 use bridge_under_test::sdk::{self, SdkBridgeConfig, SdkBugs};
-use serde::{Deserialize, Serialize};
 use bridge_under_test::{seam, stdio};
+use proptest::strategy::BoxedStrategy;
+use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::family::{self, Scheduled};
-use crate::live::profile::{Deadline, Profile};
+use crate::coverage::{Cell, Table};
+use crate::family::{self, Family, FamilyScenario, Scenario, Scheduled, SimParams};
 use crate::relay::faults::{self, RelayFault, Targets};
-use crate::relay::{strategy, RelayScenario, Spec, Timing};
-use crate::scenario::{FamilyScenario, Scenario, SimParams};
+use crate::relay::profile::{Deadline, Profile};
+use crate::relay::{coverage, strategy, RelayScenario, Spec, Timing};
+use crate::schema::McpSchema;
 use crate::seed::derive;
+use crate::trace::{Trace, Violation};
 
 /// rmcp's profile: its deadline (none) and its design, each with the rmcp source line.
 pub const PROFILE_JSON: &str = include_str!("../../profiles/rmcp-sdk.json");
@@ -80,13 +85,80 @@ impl SdkScenario {
     }
 }
 
-impl SdkScenario {
-    /// The family a case of this scenario belongs to: its server decides.
-    pub fn family(&self) -> crate::scenario::Family {
-        match self.server {
-            SdkServer::Mock => crate::scenario::Family::Sdk,
-            SdkServer::Rmcp => crate::scenario::Family::SdkRmcp,
+/// An sdk family: rmcp's bridge against the given server.
+pub struct Sdk(pub SdkServer);
+
+/// Family `sdk`: against the mock relayer.
+pub const SDK: Sdk = Sdk(SdkServer::Mock);
+
+/// Family `sdk_rmcp`: against rmcp's own server.
+pub const SDK_RMCP: Sdk = Sdk(SdkServer::Rmcp);
+
+impl Family for Sdk {
+    fn name(&self) -> &'static str {
+        match self.0 {
+            SdkServer::Mock => "sdk",
+            SdkServer::Rmcp => "sdk_rmcp",
         }
+    }
+
+    fn switches(&self) -> &'static [&'static str] {
+        SdkBugs::NAMES
+    }
+
+    fn strategy(&self, bugs: &[String], seed: u64) -> BoxedStrategy<Scenario> {
+        strategy_on(self.0, family::switches_on(bugs, SdkBugs::enable), seed, faults::KINDS)
+    }
+
+    /// Both families' scenarios are `sdk` in a file: their `server` tells them apart.
+    fn scenario_tag(&self) -> &'static str {
+        "sdk"
+    }
+
+    fn read(&self, fields: serde_json::Value) -> Result<Box<dyn FamilyScenario>, serde_json::Error> {
+        Ok(Box::new(serde_json::from_value::<SdkScenario>(fields)?))
+    }
+
+    fn check(&self, trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
+        checks::check(trace, schema)
+    }
+
+    fn coverage_tables(&self) -> &'static [Table] {
+        coverage::TABLES
+    }
+
+    fn observe(&self, trace: &Trace) -> Vec<Cell> {
+        coverage::observe(trace)
+    }
+}
+
+impl FamilyScenario for SdkScenario {
+    /// Its server decides.
+    fn family(&self) -> &'static dyn Family {
+        match self.server {
+            SdkServer::Mock => &SDK,
+            SdkServer::Rmcp => &SDK_RMCP,
+        }
+    }
+
+    fn setup(&self, seed: u64, sim: &mut turmoil::Sim<'_>) -> Box<dyn family::Driver> {
+        Box::new(Driver::setup(self, seed, sim))
+    }
+
+    fn summary(&self) -> String {
+        format!("{} steps, {} faults", self.script.steps.len(), self.faults.len())
+    }
+
+    fn size(&self) -> usize {
+        self.script.steps.len() + self.faults.len()
+    }
+
+    fn clear_bugs(&mut self) {
+        self.bugs = SdkBugs::default();
+    }
+
+    fn enable_bugs(&mut self, bugs: &[&str]) -> Result<(), String> {
+        bugs.iter().try_for_each(|bug| self.bugs.enable(bug))
     }
 }
 
@@ -151,10 +223,7 @@ impl family::Driver for Driver {
             Deadline::None => horizon_ms,
         };
         let slack_ms = Spec::new(&self.scenario.timing, params.tick_ms, params.latency_max_ms).slack_ms;
-        let family = match self.scenario.server {
-            SdkServer::Mock => "sdk",
-            SdkServer::Rmcp => "sdk_rmcp",
-        };
+        let family = self.scenario.family().name();
         emit!(
             kind::RUN_SPEC,
             family,
@@ -168,7 +237,7 @@ impl family::Driver for Driver {
             sse_idle_ms = self.scenario.timing.sse_idle_ms,
             bugs = %self.scenario.bugs.enabled().join("+"),
             profile = %self.scenario.profile.join("+"),
-            promises = %crate::live::oracles::promises_field(&profile)
+            promises = %crate::relay::oracles::promises_field(&profile)
         );
     }
 
@@ -188,28 +257,15 @@ impl family::Driver for Driver {
 
 /// The whole-scenario strategy for an sdk case: the relay family's generator with a client that
 /// completes its handshake first and names its ids in `_meta` (rmcp's server ends a session
-/// whose first message is not `initialize`, and its client numbers requests afresh), every fault
-/// kind, and the relay family's simulator parameters.
-pub fn case_strategy(bugs: SdkBugs, seed: u64) -> proptest::strategy::BoxedStrategy<Scenario> {
-    case_strategy_of(bugs, seed, crate::relay::faults::KINDS)
+/// whose first message is not `initialize`, and its client numbers requests afresh), drawing
+/// only the given fault kinds (the clean generated run leaves out the kinds whose rmcp findings
+/// are still open, docs/findings.md), and the relay family's simulator parameters.
+pub fn case_strategy_of(bugs: SdkBugs, seed: u64, kinds: &'static [&'static str]) -> BoxedStrategy<Scenario> {
+    strategy_on(SdkServer::Mock, bugs, seed, kinds)
 }
 
-/// [`case_strategy`] against the given server (family `sdk_rmcp`: rmcp's own).
-pub fn case_strategy_on(server: SdkServer, bugs: SdkBugs, seed: u64) -> proptest::strategy::BoxedStrategy<Scenario> {
-    use proptest::prelude::*;
-    case_strategy(bugs, seed)
-        .prop_map(move |mut scenario| {
-            if let FamilyScenario::Sdk(sdk) = &mut scenario.family {
-                sdk.server = server;
-            }
-            scenario
-        })
-        .boxed()
-}
-
-/// [`case_strategy`] drawing only the given fault kinds (the clean generated run leaves out
-/// the kinds whose rmcp findings are still open, docs/findings.md).
-pub fn case_strategy_of(bugs: SdkBugs, seed: u64, kinds: &'static [&'static str]) -> proptest::strategy::BoxedStrategy<Scenario> {
+/// [`case_strategy_of`] against the given server.
+fn strategy_on(server: SdkServer, bugs: SdkBugs, seed: u64, kinds: &'static [&'static str]) -> BoxedStrategy<Scenario> {
     use proptest::prelude::*;
     (strategy::sdk_scenario_of(kinds), 0u64..=2, any::<bool>())
         .prop_map(move |(relay, latency_ticks, random_order)| {
@@ -218,7 +274,8 @@ pub fn case_strategy_of(bugs: SdkBugs, seed: u64, kinds: &'static [&'static str]
             let slack = Spec::new(&relay.timing, tick_ms, latency_max_ms).slack_ms;
             let horizon_ms = relay.script.end_at_ms + 2_000 + slack;
             let sim = SimParams { tick_ms, latency_max_ms, random_order, horizon_ms };
-            Scenario { seed, sim, family: FamilyScenario::Sdk(SdkScenario::new(relay, bugs)) }
+            let sdk = SdkScenario { server, ..SdkScenario::new(relay, bugs) };
+            Scenario { seed, sim, family: Box::new(sdk) }
         })
         .boxed()
 }
@@ -228,7 +285,7 @@ mod tests {
     #[test]
     fn the_profile_parses_and_promises_only_policy() {
         let profile = super::profile();
-        assert_eq!(profile.deadline, crate::live::profile::Deadline::None);
+        assert_eq!(profile.deadline, crate::relay::profile::Deadline::None);
         assert!(profile.deadline_source.contains("src/service.rs:"));
         assert!(profile.design.iter().all(|d| d.source.starts_with("rmcp 3.11.0 src/")));
     }
