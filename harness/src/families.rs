@@ -7,36 +7,36 @@ use crate::trace::Trace;
 use crate::{channel, daemon, relay, sdk};
 
 /// Every family, in the order `list`, `hunt`, `bench` and `hashes` go through them.
-pub const FAMILIES: &[&dyn Family] = &[
-    &relay::Relay,
-    &channel::Channel,
-    &daemon::Daemon,
+pub const FAMILIES: &[&Family] = &[
+    &relay::RELAY,
+    &channel::CHANNEL,
+    &daemon::DAEMON,
     &sdk::SDK,
     &sdk::SDK_RMCP,
 ];
 
 /// The family of this name.
-pub fn named(name: &str) -> Result<&'static dyn Family, String> {
+pub fn named(name: &str) -> Result<&'static Family, String> {
     FAMILIES
         .iter()
         .copied()
-        .find(|f| f.name() == name)
+        .find(|f| f.name == name)
         .ok_or_else(|| {
-            let names: Vec<&str> = FAMILIES.iter().map(|f| f.name()).collect();
+            let names: Vec<&str> = FAMILIES.iter().map(|f| f.name).collect();
             format!("unknown family `{name}`; valid: {}", names.join(" "))
         })
 }
 
 /// The family that has this bug switch.
-pub fn owning(switch: &str) -> Option<&'static dyn Family> {
+pub fn owning(switch: &str) -> Option<&'static Family> {
     FAMILIES
         .iter()
         .copied()
-        .find(|f| f.switches().contains(&switch))
+        .find(|f| f.switches.contains(&switch))
 }
 
 /// The family a trace names in the `family` field of its `run.spec` event.
-pub fn of_trace(trace: &Trace) -> Result<&'static dyn Family, String> {
+pub fn of_trace(trace: &Trace) -> Result<&'static Family, String> {
     let spec = trace
         .first(bridge_under_test::events::kind::RUN_SPEC)
         .ok_or("the trace has no run.spec event (pass --family to name the family)")?;

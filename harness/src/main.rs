@@ -163,7 +163,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::List => {
             for family in FAMILIES {
-                println!("{}: {}", family.name(), family.switches().join(" "));
+                println!("{}: {}", family.name, family.switches.join(" "));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -201,7 +201,7 @@ fn fresh_seed() -> u64 {
 }
 
 /// Which families a command covers: the one named, the one the switches belong to, or all.
-fn families(family: Option<String>, bugs: &[String]) -> Result<Vec<&'static dyn Family>, String> {
+fn families(family: Option<String>, bugs: &[String]) -> Result<Vec<&'static Family>, String> {
     if let Some(name) = family {
         return Ok(vec![families::named(&name)?]);
     }
@@ -260,7 +260,7 @@ fn hunt_command(args: HuntArgs) -> Result<ExitCode, String> {
             coverage: args.coverage,
             ..HuntConfig::new(family, &args.bugs, cases, base_seed)
         };
-        let mut bar = progress::Bar::new(family.name(), cases, args.quiet);
+        let mut bar = progress::Bar::new(family.name, cases, args.quiet);
         let report = hunt::hunt(&config, &mut bar)?;
         bar.finish();
         let stop = !report.findings.is_empty() && !args.keep_going;
@@ -272,7 +272,7 @@ fn hunt_command(args: HuntArgs) -> Result<ExitCode, String> {
     print_table(&reports);
     if args.coverage {
         for report in &reports {
-            print!("{}", report.coverage.render(report.family.coverage_tables()));
+            print!("{}", report.coverage.render(report.family.coverage_tables));
             print!("{}", harness::verdicts::render(&report.coverage));
         }
     }
@@ -295,7 +295,7 @@ fn print_table(reports: &[HuntReport]) {
         let virtual_s = r.virtual_ms as f64 / 1000.0;
         println!(
             "{:<8} {:>8} {:>10} {:>12.0} {:>9.1} {:>10.1} {:>12.0}x",
-            r.family.name(),
+            r.family.name,
             r.cases,
             r.failed,
             virtual_s,
@@ -339,7 +339,7 @@ fn print_violations(violations: &[harness::trace::Violation]) {
 }
 
 /// Read a JSON Lines trace and the family that judges it: `Err` (exit 2) names the line.
-fn read_trace(path: &std::path::Path, family: Option<String>) -> Result<(Trace, Result<&'static dyn Family, String>), String> {
+fn read_trace(path: &std::path::Path, family: Option<String>) -> Result<(Trace, Result<&'static Family, String>), String> {
     if !path.exists() {
         return Err(format!("no such file: {}", path.display()));
     }
@@ -358,9 +358,9 @@ fn check_command(path: &std::path::Path, family: Option<String>) -> Result<ExitC
     let violations = if harness::relay::oracles::is_live(&trace) {
         harness::relay::oracles::judge(&trace, &McpSchema::new())
     } else {
-        family.check(&trace, &McpSchema::new())
+        (family.check)(&trace, &McpSchema::new())
     };
-    println!("check: {} ({} events, family {})", path.display(), trace.events.len(), family.name());
+    println!("check: {} ({} events, family {})", path.display(), trace.events.len(), family.name);
     print_violations(&violations);
     println!("trace-hash: {:016x}", trace.hash());
     Ok(if violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -369,7 +369,7 @@ fn check_command(path: &std::path::Path, family: Option<String>) -> Result<ExitC
 fn view_command(path: &std::path::Path, html: &std::path::Path, family: Option<String>) -> Result<ExitCode, String> {
     let (trace, family) = read_trace(path, family)?;
     let (violations, summary) = match family {
-        Ok(family) => (family.check(&trace, &McpSchema::new()), spec_summary(&trace, family.name())),
+        Ok(family) => ((family.check)(&trace, &McpSchema::new()), spec_summary(&trace, family.name)),
         Err(why) => {
             eprintln!("note: drawing without checkers: {why}");
             (Vec::new(), format!("{} events, family unknown", trace.events.len()))

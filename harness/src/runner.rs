@@ -66,7 +66,7 @@ pub fn simulate_unrecorded(scenario: &Scenario) -> Stats {
 pub fn check(scenario: &Scenario, trace: &Trace) -> Vec<Violation> {
     SCHEMA.with(|cell| {
         let schema = cell.get_or_init(McpSchema::new);
-        scenario.family().check(trace, schema)
+        (scenario.family().check)(trace, schema)
     })
 }
 

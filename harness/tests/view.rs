@@ -26,7 +26,7 @@ fn violating_token() -> String {
     TOKEN
         .get_or_init(|| {
             let bugs = ["no_closed_out_filter".to_string()];
-            let mut config = hunt::HuntConfig::new(&harness::relay::Relay, &bugs, 256, 1);
+            let mut config = hunt::HuntConfig::new(&harness::relay::RELAY, &bugs, 256, 1);
             config.shrink_budget = 0;
             let report = hunt::hunt(&config, &mut hunt::Quiet).expect("the hunt runs");
             let finding = report.findings.first().expect("no_closed_out_filter is found within 256 cases of seed 1");

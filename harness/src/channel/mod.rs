@@ -1,5 +1,5 @@
 //! The channel family in the harness: its scenario, how it is set up in a simulation, its spec
-//! (the constants checkers judge against), faults, generators and checkers. [`Channel`] is the
+//! (the constants checkers judge against), faults, generators and checkers. [`CHANNEL`] is the
 //! family as the engines see it.
 
 pub mod checks;
@@ -21,11 +21,8 @@ use proptest::strategy::BoxedStrategy;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::coverage::{Cell, Table};
 use crate::family::{self, Family, FamilyScenario, Scenario, Scheduled, SimParams};
-use crate::schema::McpSchema;
 use crate::seed::derive;
-use crate::trace::{Trace, Violation};
 use faults::{ChannelFault, Targets};
 
 /// The chat session the bridge serves.
@@ -98,43 +95,22 @@ pub struct ChannelScenario {
     pub profile: Vec<String>,
 }
 
-/// The channel family: an MCP agent on stdio, the channel bridge holding pending permission
-/// requests and approvals, and a chat gateway over a WebSocket.
-pub struct Channel;
-
-impl Family for Channel {
-    fn name(&self) -> &'static str {
-        "channel"
-    }
-
-    fn switches(&self) -> &'static [&'static str] {
-        ChannelBugs::NAMES
-    }
-
-    fn strategy(&self, bugs: &[String], seed: u64) -> BoxedStrategy<Scenario> {
-        case_strategy(family::switches_on(bugs, ChannelBugs::enable), seed)
-    }
-
-    fn read(&self, fields: serde_json::Value) -> Result<Box<dyn FamilyScenario>, serde_json::Error> {
-        Ok(Box::new(serde_json::from_value::<ChannelScenario>(fields)?))
-    }
-
-    fn check(&self, trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
-        checks::check(trace, schema)
-    }
-
-    fn coverage_tables(&self) -> &'static [Table] {
-        coverage::TABLES
-    }
-
-    fn observe(&self, trace: &Trace) -> Vec<Cell> {
-        coverage::observe(trace)
-    }
-}
+/// The channel family, as the engines see it: an MCP agent on stdio, the channel bridge holding
+/// pending permission requests and approvals, and a chat gateway over a WebSocket.
+pub const CHANNEL: Family = Family {
+    name: "channel",
+    switches: ChannelBugs::NAMES,
+    strategy: |bugs, seed| case_strategy(family::switches_on(bugs, ChannelBugs::enable), seed),
+    scenario_tag: "channel",
+    read: family::read::<ChannelScenario>,
+    check: checks::check,
+    coverage_tables: coverage::TABLES,
+    observe: coverage::observe,
+};
 
 impl FamilyScenario for ChannelScenario {
-    fn family(&self) -> &'static dyn Family {
-        &Channel
+    fn family(&self) -> &'static Family {
+        &CHANNEL
     }
 
     fn setup(&self, seed: u64, sim: &mut turmoil::Sim<'_>) -> Box<dyn family::Driver> {

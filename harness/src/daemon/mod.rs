@@ -1,5 +1,5 @@
 //! The daemon family in the harness: its scenario, how it is set up in a simulation, its spec
-//! (the constants checkers judge against), faults, generators and checkers. [`Daemon`] is the
+//! (the constants checkers judge against), faults, generators and checkers. [`DAEMON`] is the
 //! family as the engines see it.
 
 pub mod checks;
@@ -29,11 +29,8 @@ use bridge_under_test::events::{host, kind};
 use proptest::strategy::BoxedStrategy;
 use serde::{Deserialize, Serialize};
 
-use crate::coverage::{Cell, Table};
 use crate::family::{self, Family, FamilyScenario, Scenario, Scheduled, SimParams};
-use crate::schema::McpSchema;
 use crate::seed::derive;
-use crate::trace::{Trace, Violation};
 use faults::{Anchor, DaemonFault, Targets};
 
 /// Everything a daemon run depends on besides the simulator's own parameters. In a scenario
@@ -74,43 +71,22 @@ impl DaemonScenario {
     }
 }
 
-/// The daemon family: CLI invocations sharing a keep-alive daemon, its warm connection to an
-/// MCP server behind OAuth, the authorization server and the user's browser.
-pub struct Daemon;
-
-impl Family for Daemon {
-    fn name(&self) -> &'static str {
-        "daemon"
-    }
-
-    fn switches(&self) -> &'static [&'static str] {
-        DaemonBugs::NAMES
-    }
-
-    fn strategy(&self, bugs: &[String], seed: u64) -> BoxedStrategy<Scenario> {
-        case_strategy(family::switches_on(bugs, DaemonBugs::enable), seed)
-    }
-
-    fn read(&self, fields: serde_json::Value) -> Result<Box<dyn FamilyScenario>, serde_json::Error> {
-        Ok(Box::new(serde_json::from_value::<DaemonScenario>(fields)?))
-    }
-
-    fn check(&self, trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
-        checks::check(trace, schema)
-    }
-
-    fn coverage_tables(&self) -> &'static [Table] {
-        coverage::TABLES
-    }
-
-    fn observe(&self, trace: &Trace) -> Vec<Cell> {
-        coverage::observe(trace)
-    }
-}
+/// The daemon family, as the engines see it: CLI invocations sharing a keep-alive daemon, its
+/// warm connection to an MCP server behind OAuth, the authorization server and the browser.
+pub const DAEMON: Family = Family {
+    name: "daemon",
+    switches: DaemonBugs::NAMES,
+    strategy: |bugs, seed| case_strategy(family::switches_on(bugs, DaemonBugs::enable), seed),
+    scenario_tag: "daemon",
+    read: family::read::<DaemonScenario>,
+    check: checks::check,
+    coverage_tables: coverage::TABLES,
+    observe: coverage::observe,
+};
 
 impl FamilyScenario for DaemonScenario {
-    fn family(&self) -> &'static dyn Family {
-        &Daemon
+    fn family(&self) -> &'static Family {
+        &DAEMON
     }
 
     fn setup(&self, seed: u64, sim: &mut turmoil::Sim<'_>) -> Box<dyn family::Driver> {

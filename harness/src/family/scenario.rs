@@ -36,7 +36,7 @@ pub struct Scenario {
 /// and the CLI do with a case of any family.
 pub trait FamilyScenario: AnyScenario + fmt::Debug + Send {
     /// The family this scenario is a case of.
-    fn family(&self) -> &'static dyn Family;
+    fn family(&self) -> &'static Family;
 
     /// Register the family's hosts in `sim`, seeded from `seed`; the driver applies its faults.
     fn setup(&self, seed: u64, sim: &mut turmoil::Sim<'_>) -> Box<dyn Driver>;
@@ -84,7 +84,7 @@ impl<T: FamilyScenario + Clone + PartialEq + Serialize + 'static> AnyScenario fo
 
     fn file_json(&self, seed: u64, sim: &SimParams) -> String {
         let family = TaggedFields {
-            family: self.family().scenario_tag(),
+            family: self.family().scenario_tag,
             fields: self,
         };
         serde_json::to_string_pretty(&File { seed, sim, family }).unwrap_or_default()
@@ -133,7 +133,7 @@ impl Eq for Scenario {}
 
 impl Scenario {
     /// The family this is a case of.
-    pub fn family(&self) -> &'static dyn Family {
+    pub fn family(&self) -> &'static Family {
         self.family.family()
     }
 
@@ -143,7 +143,7 @@ impl Scenario {
     }
 
     /// Read a scenario file; `families` are the families whose scenarios it may hold.
-    pub fn from_json(text: &str, families: &[&'static dyn Family]) -> Result<Self, String> {
+    pub fn from_json(text: &str, families: &[&'static Family]) -> Result<Self, String> {
         let mut reader = serde_json::Deserializer::from_str(text);
         let scenario = FileSeed(families)
             .deserialize(&mut reader)
@@ -157,7 +157,7 @@ const FIELDS: &[&str] = &["seed", "sim", "family"];
 /// Reads a scenario file as serde's derive would read it (same errors, at the same places): the
 /// fields of [`Scenario`], none unknown; the family's own scenario read by the family its tag
 /// names.
-struct FileSeed<'a>(&'a [&'static dyn Family]);
+struct FileSeed<'a>(&'a [&'static Family]);
 
 impl<'de> DeserializeSeed<'de> for FileSeed<'_> {
     type Value = Scenario;
@@ -189,7 +189,7 @@ impl<'de> Visitor<'de> for FileSeed<'_> {
                 "family" => {
                     fresh(&family, "family")?;
                     let (named, fields) = map.next_value_seed(TagSeed(self.0))?;
-                    family = Some(named.read(fields).map_err(de::Error::custom)?);
+                    family = Some((named.read)(fields).map_err(de::Error::custom)?);
                 }
                 other => return Err(de::Error::unknown_field(other, FIELDS)),
             }
@@ -211,9 +211,9 @@ fn fresh<T, E: de::Error>(slot: &Option<T>, name: &'static str) -> Result<(), E>
 }
 
 /// Reads the `family` object: the family its tag names, and the other fields.
-struct TagSeed<'a>(&'a [&'static dyn Family]);
+struct TagSeed<'a>(&'a [&'static Family]);
 
-type Named = (&'static dyn Family, serde_json::Value);
+type Named = (&'static Family, serde_json::Value);
 
 impl<'de> DeserializeSeed<'de> for TagSeed<'_> {
     type Value = Named;
@@ -240,11 +240,11 @@ impl<'de> Visitor<'de> for TagSeed<'_> {
             }
             fresh(&family, "family")?;
             let tag: String = map.next_value()?;
-            let Some(named) = self.0.iter().find(|f| f.scenario_tag() == tag) else {
+            let Some(named) = self.0.iter().find(|f| f.scenario_tag == tag) else {
                 let mut tags: Vec<String> = self
                     .0
                     .iter()
-                    .map(|f| format!("`{}`", f.scenario_tag()))
+                    .map(|f| format!("`{}`", f.scenario_tag))
                     .collect();
                 tags.dedup();
                 let tags = tags.join(", ");

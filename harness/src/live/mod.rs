@@ -20,11 +20,10 @@ pub mod speed;
 
 use proptest::strategy::{Strategy, ValueTree};
 
-use crate::family::Family;
 use crate::hunt::{case_seed, tree_of};
 use crate::relay::oracles;
 use crate::relay::strategy::live_scenario;
-use crate::relay::{Relay, RelayScenario, Spec};
+use crate::relay::{RelayScenario, Spec, RELAY};
 use crate::schema::McpSchema;
 use crate::token::{Token, LIVE_PREFIX};
 use crate::trace::{Trace, Violation};
@@ -51,7 +50,7 @@ impl Case {
 }
 
 pub fn live_token(seed: u64) -> String {
-    let token = Token { family: &Relay, bugs: Vec::new(), seed };
+    let token = Token { family: &RELAY, bugs: Vec::new(), seed };
     format!("{LIVE_PREFIX}{token}")
 }
 
@@ -59,7 +58,7 @@ pub fn live_token(seed: u64) -> String {
 pub fn parse_token(text: &str) -> Result<u64, String> {
     let inner = text.trim().strip_prefix(LIVE_PREFIX).unwrap_or(text.trim());
     let token = Token::parse(inner)?;
-    if token.family.name() != Relay.name() || !token.bugs.is_empty() {
+    if *token.family != RELAY || !token.bugs.is_empty() {
         return Err(format!("`{text}` is not a live token (live.v1.relay.none.<seed>)"));
     }
     Ok(token.seed)

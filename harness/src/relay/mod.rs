@@ -1,5 +1,5 @@
 //! The relay family in the harness: its scenario, how it is set up in a simulation, its spec
-//! (the constants checkers judge against), faults, generators and checkers. [`Relay`] is the
+//! (the constants checkers judge against), faults, generators and checkers. [`RELAY`] is the
 //! family as the engines see it.
 
 pub mod admission_checks;
@@ -31,11 +31,8 @@ use proptest::strategy::BoxedStrategy;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::coverage::{Cell, Table};
 use crate::family::{self, Family, FamilyScenario, Scenario, Scheduled, SimParams};
-use crate::schema::McpSchema;
 use crate::seed::derive;
-use crate::trace::{Trace, Violation};
 use faults::{RelayFault, Targets};
 
 /// The timing constants of one relay scenario (MODEL.md §1.3 by default).
@@ -106,42 +103,22 @@ pub struct RelayScenario {
     pub profile: Vec<String>,
 }
 
-/// The relay family: a stdio-to-SSE bridge between a scripted MCP client and a mock relayer.
-pub struct Relay;
-
-impl Family for Relay {
-    fn name(&self) -> &'static str {
-        "relay"
-    }
-
-    fn switches(&self) -> &'static [&'static str] {
-        RelayBugs::NAMES
-    }
-
-    fn strategy(&self, bugs: &[String], seed: u64) -> BoxedStrategy<Scenario> {
-        case_strategy(family::switches_on(bugs, RelayBugs::enable), seed)
-    }
-
-    fn read(&self, fields: serde_json::Value) -> Result<Box<dyn FamilyScenario>, serde_json::Error> {
-        Ok(Box::new(serde_json::from_value::<RelayScenario>(fields)?))
-    }
-
-    fn check(&self, trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
-        checks::check(trace, schema)
-    }
-
-    fn coverage_tables(&self) -> &'static [Table] {
-        coverage::TABLES
-    }
-
-    fn observe(&self, trace: &Trace) -> Vec<Cell> {
-        coverage::observe(trace)
-    }
-}
+/// The relay family, as the engines see it: a stdio-to-SSE bridge between a scripted MCP client
+/// and a mock relayer.
+pub const RELAY: Family = Family {
+    name: "relay",
+    switches: RelayBugs::NAMES,
+    strategy: |bugs, seed| case_strategy(family::switches_on(bugs, RelayBugs::enable), seed),
+    scenario_tag: "relay",
+    read: family::read::<RelayScenario>,
+    check: checks::check,
+    coverage_tables: coverage::TABLES,
+    observe: coverage::observe,
+};
 
 impl FamilyScenario for RelayScenario {
-    fn family(&self) -> &'static dyn Family {
-        &Relay
+    fn family(&self) -> &'static Family {
+        &RELAY
     }
 
     fn setup(&self, seed: u64, sim: &mut turmoil::Sim<'_>) -> Box<dyn family::Driver> {

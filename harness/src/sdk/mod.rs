@@ -24,14 +24,11 @@ use proptest::strategy::BoxedStrategy;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::coverage::{Cell, Table};
 use crate::family::{self, Family, FamilyScenario, Scenario, Scheduled, SimParams};
 use crate::relay::faults::{self, RelayFault, Targets};
 use crate::relay::profile::{Deadline, Profile};
 use crate::relay::{coverage, strategy, RelayScenario, Spec, Timing};
-use crate::schema::McpSchema;
 use crate::seed::derive;
-use crate::trace::{Trace, Violation};
 
 /// rmcp's profile: its deadline (none) and its design, each with the rmcp source line.
 pub const PROFILE_JSON: &str = include_str!("../../profiles/rmcp-sdk.json");
@@ -85,56 +82,29 @@ impl SdkScenario {
     }
 }
 
-/// An sdk family: rmcp's bridge against the given server.
-pub struct Sdk(pub SdkServer);
+/// Family `sdk`, as the engines see it: rmcp's bridge against the mock relayer. Its scenarios are
+/// tagged `sdk` in a file, as are `sdk_rmcp`'s: their `server` tells them apart.
+pub const SDK: Family = Family {
+    name: "sdk",
+    switches: SdkBugs::NAMES,
+    strategy: |bugs, seed| strategy_on(SdkServer::Mock, bugs, seed),
+    scenario_tag: "sdk",
+    read: family::read::<SdkScenario>,
+    check: checks::check,
+    coverage_tables: coverage::TABLES,
+    observe: coverage::observe,
+};
 
-/// Family `sdk`: against the mock relayer.
-pub const SDK: Sdk = Sdk(SdkServer::Mock);
-
-/// Family `sdk_rmcp`: against rmcp's own server.
-pub const SDK_RMCP: Sdk = Sdk(SdkServer::Rmcp);
-
-impl Family for Sdk {
-    fn name(&self) -> &'static str {
-        match self.0 {
-            SdkServer::Mock => "sdk",
-            SdkServer::Rmcp => "sdk_rmcp",
-        }
-    }
-
-    fn switches(&self) -> &'static [&'static str] {
-        SdkBugs::NAMES
-    }
-
-    fn strategy(&self, bugs: &[String], seed: u64) -> BoxedStrategy<Scenario> {
-        strategy_on(self.0, family::switches_on(bugs, SdkBugs::enable), seed, faults::KINDS)
-    }
-
-    /// Both families' scenarios are `sdk` in a file: their `server` tells them apart.
-    fn scenario_tag(&self) -> &'static str {
-        "sdk"
-    }
-
-    fn read(&self, fields: serde_json::Value) -> Result<Box<dyn FamilyScenario>, serde_json::Error> {
-        Ok(Box::new(serde_json::from_value::<SdkScenario>(fields)?))
-    }
-
-    fn check(&self, trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
-        checks::check(trace, schema)
-    }
-
-    fn coverage_tables(&self) -> &'static [Table] {
-        coverage::TABLES
-    }
-
-    fn observe(&self, trace: &Trace) -> Vec<Cell> {
-        coverage::observe(trace)
-    }
-}
+/// Family `sdk_rmcp`: the same against rmcp's own server.
+pub const SDK_RMCP: Family = Family {
+    name: "sdk_rmcp",
+    strategy: |bugs, seed| strategy_on(SdkServer::Rmcp, bugs, seed),
+    ..SDK
+};
 
 impl FamilyScenario for SdkScenario {
     /// Its server decides.
-    fn family(&self) -> &'static dyn Family {
+    fn family(&self) -> &'static Family {
         match self.server {
             SdkServer::Mock => &SDK,
             SdkServer::Rmcp => &SDK_RMCP,
@@ -223,7 +193,7 @@ impl family::Driver for Driver {
             Deadline::None => horizon_ms,
         };
         let slack_ms = Spec::new(&self.scenario.timing, params.tick_ms, params.latency_max_ms).slack_ms;
-        let family = self.scenario.family().name();
+        let family = self.scenario.family().name;
         emit!(
             kind::RUN_SPEC,
             family,
@@ -255,17 +225,21 @@ impl family::Driver for Driver {
     }
 }
 
+/// The whole-scenario strategy for an sdk case against `server`, every fault kind drawn.
+fn strategy_on(server: SdkServer, bugs: &[String], seed: u64) -> BoxedStrategy<Scenario> {
+    strategy_of(server, family::switches_on(bugs, SdkBugs::enable), seed, faults::KINDS)
+}
+
 /// The whole-scenario strategy for an sdk case: the relay family's generator with a client that
 /// completes its handshake first and names its ids in `_meta` (rmcp's server ends a session
 /// whose first message is not `initialize`, and its client numbers requests afresh), drawing
 /// only the given fault kinds (the clean generated run leaves out the kinds whose rmcp findings
 /// are still open, docs/findings.md), and the relay family's simulator parameters.
 pub fn case_strategy_of(bugs: SdkBugs, seed: u64, kinds: &'static [&'static str]) -> BoxedStrategy<Scenario> {
-    strategy_on(SdkServer::Mock, bugs, seed, kinds)
+    strategy_of(SdkServer::Mock, bugs, seed, kinds)
 }
 
-/// [`case_strategy_of`] against the given server.
-fn strategy_on(server: SdkServer, bugs: SdkBugs, seed: u64, kinds: &'static [&'static str]) -> BoxedStrategy<Scenario> {
+fn strategy_of(server: SdkServer, bugs: SdkBugs, seed: u64, kinds: &'static [&'static str]) -> BoxedStrategy<Scenario> {
     use proptest::prelude::*;
     (strategy::sdk_scenario_of(kinds), 0u64..=2, any::<bool>())
         .prop_map(move |(relay, latency_ticks, random_order)| {

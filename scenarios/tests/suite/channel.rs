@@ -292,13 +292,13 @@ fn scripted_scenarios_fail_with_their_bugs_on() {
 
 #[test]
 fn channel_all_switches_off_find_nothing() {
-    crate::assert_clean(&harness::channel::Channel, crate::cases(64), 0xC1EA_0005);
+    crate::assert_clean(&harness::channel::CHANNEL, crate::cases(64), 0xC1EA_0005);
 }
 
 #[test]
 fn every_channel_switch_is_found_within_256_cases() {
     const BUDGET: u64 = 256;
-    let missed = crate::missed_switches(&harness::channel::Channel, ChannelBugs::NAMES, BUDGET, 0x0BAD_0005);
+    let missed = crate::missed_switches(&harness::channel::CHANNEL, ChannelBugs::NAMES, BUDGET, 0x0BAD_0005);
     assert_eq!(
         missed,
         Vec::<&str>::new(),
@@ -363,7 +363,7 @@ fn a_resolved_frame_for_an_expired_approval_tells_the_agent_nothing() {
 // reference model among them, and each switch's regression scenario failing with it on.
 #[test]
 fn mutants_gate_channel() {
-    crate::assert_clean(&harness::channel::Channel, crate::cases(400), 0x6A7E_0005);
+    crate::assert_clean(&harness::channel::CHANNEL, crate::cases(400), 0x6A7E_0005);
     for scenario in [
         canon::permission_ttl_boundary(),
         canon::approval_expires_at(),
@@ -453,7 +453,7 @@ fn control_frames_answered_with_os_entropy_masks_leave_the_trace_unchanged() {
     use harness::token::Token;
     let mut seen = std::collections::BTreeSet::new();
     for index in 0..200 {
-        let token = Token::new(&harness::channel::Channel, &[], case_seed(0xC0DE_0005, index)).unwrap();
+        let token = Token::new(&harness::channel::CHANNEL, &[], case_seed(0xC0DE_0005, index)).unwrap();
         let scenario = generate(&token).current();
         let first = run(&scenario);
         let delivered: Vec<String> = events(&first, kind::GATEWAY_CONTROL)

@@ -263,12 +263,12 @@ fn expired_oauth_wait_is_final() {
 
 #[test]
 fn generated_runs_with_every_switch_off_find_nothing() {
-    crate::assert_clean(&harness::daemon::Daemon, crate::cases(64), 0xC1EA_0003);
+    crate::assert_clean(&harness::daemon::DAEMON, crate::cases(64), 0xC1EA_0003);
 }
 
 #[test]
 fn every_daemon_switch_is_found_within_the_budget() {
-    let missed = crate::missed_switches(&harness::daemon::Daemon, DaemonBugs::NAMES, 256, 0x0BAD_0003);
+    let missed = crate::missed_switches(&harness::daemon::DAEMON, DaemonBugs::NAMES, 256, 0x0BAD_0003);
     assert_eq!(
         missed,
         Vec::<&str>::new(),
@@ -337,7 +337,7 @@ fn scripted_scenarios_fail_with_their_bugs_on() {
 // scripted scenarios of both suites and the races the oracles found must all be clean.
 #[test]
 fn mutants_gate_daemon() {
-    crate::assert_clean(&harness::daemon::Daemon, crate::cases(900), 0x6A7E_0003);
+    crate::assert_clean(&harness::daemon::DAEMON, crate::cases(900), 0x6A7E_0003);
     let scripted = [
         daemon::oauth_then_delayed_pages(),
         daemon::short_deadline_long_work(),

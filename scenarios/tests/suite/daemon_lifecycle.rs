@@ -188,7 +188,7 @@ fn v1_client_gets_a_plain_reply() {
 
 #[test]
 fn generated_runs_with_every_lifecycle_switch_off_find_nothing() {
-    crate::assert_clean(&harness::daemon::Daemon, crate::cases(96), 0xC1EA_0004);
+    crate::assert_clean(&harness::daemon::DAEMON, crate::cases(96), 0xC1EA_0004);
 }
 
 const LIFECYCLE_SWITCHES: &[&str] = &[
@@ -200,7 +200,7 @@ const LIFECYCLE_SWITCHES: &[&str] = &[
 
 #[test]
 fn every_lifecycle_switch_is_found_within_512_cases() {
-    let missed = crate::missed_switches(&harness::daemon::Daemon, LIFECYCLE_SWITCHES, 512, 0x0BAD_0004);
+    let missed = crate::missed_switches(&harness::daemon::DAEMON, LIFECYCLE_SWITCHES, 512, 0x0BAD_0004);
     assert_eq!(
         missed,
         Vec::<&str>::new(),

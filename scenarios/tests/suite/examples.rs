@@ -14,7 +14,7 @@ fn example(family: &str) -> String {
 fn every_example_runs_clean_and_does_what_its_doc_says() {
     for family in ["relay", "channel", "daemon"] {
         let scenario = Scenario::from_json(&example(family), harness::families::FAMILIES).unwrap_or_else(|e| panic!("{family}: {e}"));
-        assert_eq!(scenario.family().name(), family);
+        assert_eq!(scenario.family().name, family);
         let outcome = run(&scenario);
         assert_eq!(outcome.violations, vec![], "{family}");
         assert!(outcome.trace.events.len() > 20, "{family}: the example did almost nothing");

@@ -3,5 +3,5 @@
 
 #[test]
 fn all_switches_off_find_nothing() {
-    crate::assert_clean(&harness::relay::Relay, crate::cases(96), 0xC1EA_0001);
+    crate::assert_clean(&harness::relay::RELAY, crate::cases(96), 0xC1EA_0001);
 }

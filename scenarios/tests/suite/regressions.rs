@@ -10,7 +10,7 @@ const BUDGET: u64 = 256;
 
 #[test]
 fn every_relay_switch_is_found_within_the_budget() {
-    let missed = crate::missed_switches(&harness::relay::Relay, RelayBugs::NAMES, BUDGET, 0x0BAD_0001);
+    let missed = crate::missed_switches(&harness::relay::RELAY, RelayBugs::NAMES, BUDGET, 0x0BAD_0001);
     assert_eq!(missed, Vec::<&str>::new(), "switches not found within {BUDGET} cases");
 }
 
@@ -18,7 +18,7 @@ fn every_relay_switch_is_found_within_the_budget() {
 fn shrinking_keeps_the_failure_and_makes_it_smaller() {
     let bug = "no_closed_out_filter".to_string();
     let (token, outcome) = (0..BUDGET)
-        .map(|i| Token::new(&harness::relay::Relay, std::slice::from_ref(&bug), hunt::case_seed(0x5412, i)).unwrap())
+        .map(|i| Token::new(&harness::relay::RELAY, std::slice::from_ref(&bug), hunt::case_seed(0x5412, i)).unwrap())
         .map(|token| {
             let outcome = harness::runner::run(&hunt::generate(&token).current());
             (token, outcome)

@@ -547,7 +547,7 @@ fn a_stream_the_bridge_closes_itself_does_not_raise_the_backoff() {
 // observes makes one of the boundary oracles fire.
 #[test]
 fn mutants_gate_relay() {
-    crate::assert_clean(&harness::relay::Relay, crate::cases(800), 0x6A7E_0001);
+    crate::assert_clean(&harness::relay::RELAY, crate::cases(800), 0x6A7E_0001);
     let scripted = [
         scenarios::orphaned_call(),
         scenarios::silent_stream(),
