@@ -225,7 +225,7 @@ fn hunt_command(args: HuntArgs) -> Result<ExitCode, String> {
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let families = families(args.family.clone(), &args.bugs)?;
     for family in &families {
-        Token::new(*family, &args.bugs, 0)?;
+        Token::new(family, &args.bugs, 0)?;
     }
     let bug_text = if args.bugs.is_empty() { "none".to_string() } else { args.bugs.join(" ") };
     // --seconds alone runs until the time is up; otherwise the case budget bounds the hunt.
