@@ -4,15 +4,14 @@
 
 use crate::family::Family;
 use crate::trace::Trace;
-use crate::{channel, daemon, relay, sdk};
 
 /// Every family, in the order `list`, `hunt`, `bench` and `hashes` go through them.
 pub const FAMILIES: &[&Family] = &[
-    &relay::RELAY,
-    &channel::CHANNEL,
-    &daemon::DAEMON,
-    &sdk::SDK,
-    &sdk::SDK_RMCP,
+    &crate::relay::RELAY,
+    &crate::channel::CHANNEL,
+    &crate::daemon::DAEMON,
+    &crate::sdk::SDK,
+    &crate::sdk::SDK_RMCP,
 ];
 
 /// The family of this name.
