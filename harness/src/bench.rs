@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::hunt::{self, case_seed, generate, HuntConfig, Quiet};
 use crate::runner::{build_sim, run, simulate_unrecorded};
-use crate::scenario::{Family, Scenario};
+use crate::family::{Family, Scenario};
 use crate::token::Token;
 
 /// One family's throughput figures.
@@ -55,7 +55,7 @@ fn timed<T>(total: &mut Duration, f: impl FnOnce() -> T) -> T {
 /// Run `cases` clean cases (generation and checking included), each followed at once by a bare
 /// simulation of the same shape and by its simulation alone, so that drift in the machine's
 /// speed weighs on all three alike.
-pub fn throughput(family: Family, cases: u64, base_seed: u64) -> Throughput {
+pub fn throughput(family: &'static Family, cases: u64, base_seed: u64) -> Throughput {
     let (mut wall, mut bare_wall, mut software_wall) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let mut virtual_ms = 0;
     for index in 0..cases {
@@ -71,7 +71,7 @@ pub fn throughput(family: Family, cases: u64, base_seed: u64) -> Throughput {
     }
     let wall_s = wall.as_secs_f64().max(1e-9);
     Throughput {
-        family: family.name().to_string(),
+        family: family.name.to_string(),
         cases,
         wall_s,
         virtual_s: virtual_ms as f64 / 1000.0,
@@ -104,12 +104,12 @@ fn bare(scenario: &Scenario, hosts: usize, virtual_ms: u64) {
 
 /// Cases-to-detect for every switch of `family`, over `seeds` base seeds.
 /// `seeds == 0` measures nothing and returns no rows.
-pub fn detection(family: Family, seeds: u64, budget: u64, threads: usize) -> Vec<Detection> {
+pub fn detection(family: &'static Family, seeds: u64, budget: u64, threads: usize) -> Vec<Detection> {
     if seeds == 0 {
         return Vec::new();
     }
     family
-        .switches()
+        .switches
         .iter()
         .map(|switch| {
             let cases: Vec<Option<u64>> = (1..=seeds)
@@ -125,7 +125,7 @@ pub fn detection(family: Family, seeds: u64, budget: u64, threads: usize) -> Vec
             found.sort_unstable();
             let median = (found.len() == cases.len()).then(|| found[found.len() / 2]);
             Detection {
-                family: family.name().to_string(),
+                family: family.name.to_string(),
                 switch: switch.to_string(),
                 max: median.and(found.last().copied()),
                 median,

@@ -17,13 +17,13 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use crate::coverage::{Cell, Coverage};
 use crate::runner::{run, run_with, RunOptions};
-use crate::scenario::{Family, FamilyScenario, Scenario};
+use crate::family::{Family, Scenario};
 use crate::token::Token;
 use crate::trace::{Outcome, Trace, Violation};
 
 /// The strategy for one case of `token`'s family and switches.
 pub fn strategy(token: &Token) -> BoxedStrategy<Scenario> {
-    FamilyScenario::strategy(token.family, &token.bugs, token.seed)
+    (token.family.strategy)(&token.bugs, token.seed)
 }
 
 /// The value tree of a token's case: its current value is the scenario; it can shrink.
@@ -122,7 +122,7 @@ impl Shard {
 /// What to hunt for, in one family.
 #[derive(Debug, Clone)]
 pub struct HuntConfig {
-    pub family: Family,
+    pub family: &'static Family,
     pub bugs: Vec<String>,
     /// Cases to run at most (in this shard).
     pub cases: u64,
@@ -146,7 +146,7 @@ pub struct HuntConfig {
 
 impl HuntConfig {
     /// One family, one thread, stop at the first failure: the test suite's defaults.
-    pub fn new(family: Family, bugs: &[String], cases: u64, base_seed: u64) -> Self {
+    pub fn new(family: &'static Family, bugs: &[String], cases: u64, base_seed: u64) -> Self {
         Self {
             family,
             bugs: bugs.to_vec(),
@@ -182,7 +182,7 @@ impl Finding {
 
 /// The outcome of a hunt in one family.
 pub struct HuntReport {
-    pub family: Family,
+    pub family: &'static Family,
     pub cases: u64,
     /// Cases with at least one violation (each failure counted, shrunk or not).
     pub failed: u64,
@@ -326,7 +326,7 @@ fn work(pool: &Pool, worker: usize, sender: &mpsc::Sender<Message>) {
         }
         let cells = if config.coverage {
             // The run's cells, then its oracles' verdicts (counted by checking the trace again).
-            let mut cells = scenario.family.coverage(&outcome.trace);
+            let mut cells = (scenario.family().observe)(&outcome.trace);
             cells.extend(crate::verdicts::counting(|| crate::runner::check(&scenario, &outcome.trace)).1);
             cells
         } else {
@@ -404,7 +404,7 @@ mod tests {
     #[test]
     fn parallel_hunts_report_the_same_first_failure_as_sequential_ones() {
         let bugs = ["no_closed_out_filter".to_string()];
-        let mut config = HuntConfig::new(Family::Relay, &bugs, 64, 9);
+        let mut config = HuntConfig::new(&crate::relay::RELAY, &bugs, 64, 9);
         config.shrink_budget = 0;
         let sequential = hunt(&config, &mut Quiet).unwrap();
         config.threads = 3;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use bridge_under_test::relay::relayer::Transport;
-use harness::live::profile::Profile;
+use harness::relay::profile::Profile;
 use harness::live::speed::Speed;
 use harness::live::{self, Bridge, Case, Judged};
 use harness::schema::McpSchema;

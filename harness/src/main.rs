@@ -11,7 +11,8 @@ use clap::{Parser, Subcommand};
 use harness::bench;
 use harness::hunt::{self, HuntConfig, HuntReport, Shard};
 use harness::runner::run;
-use harness::scenario::{Family, Scenario};
+use harness::families::{self, FAMILIES};
+use harness::family::{Family, Scenario};
 use harness::schema::McpSchema;
 use harness::token::Token;
 use harness::trace::Trace;
@@ -161,8 +162,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::List => {
-            for family in Family::ALL {
-                println!("{}: {}", family.name(), family.switches().join(" "));
+            for family in FAMILIES {
+                println!("{}: {}", family.name, family.switches.join(" "));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -200,15 +201,15 @@ fn fresh_seed() -> u64 {
 }
 
 /// Which families a command covers: the one named, the one the switches belong to, or all.
-fn families(family: Option<String>, bugs: &[String]) -> Result<Vec<Family>, String> {
+fn families(family: Option<String>, bugs: &[String]) -> Result<Vec<&'static Family>, String> {
     if let Some(name) = family {
-        return Ok(vec![Family::parse(&name)?]);
+        return Ok(vec![families::named(&name)?]);
     }
     if let Some(bug) = bugs.first() {
-        let owner = Family::ALL.iter().find(|f| f.switches().contains(&bug.as_str()));
-        return owner.map(|f| vec![*f]).ok_or_else(|| format!("unknown bug switch `{bug}`; run `list`"));
+        let owner = families::owning(bug);
+        return owner.map(|f| vec![f]).ok_or_else(|| format!("unknown bug switch `{bug}`; run `list`"));
     }
-    Ok(Family::ALL.to_vec())
+    Ok(FAMILIES.to_vec())
 }
 
 fn summary(scenario: &Scenario) -> String {
@@ -224,7 +225,7 @@ fn hunt_command(args: HuntArgs) -> Result<ExitCode, String> {
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let families = families(args.family.clone(), &args.bugs)?;
     for family in &families {
-        Token::new(*family, &args.bugs, 0)?;
+        Token::new(family, &args.bugs, 0)?;
     }
     let bug_text = if args.bugs.is_empty() { "none".to_string() } else { args.bugs.join(" ") };
     // --seconds alone runs until the time is up; otherwise the case budget bounds the hunt.
@@ -259,7 +260,7 @@ fn hunt_command(args: HuntArgs) -> Result<ExitCode, String> {
             coverage: args.coverage,
             ..HuntConfig::new(family, &args.bugs, cases, base_seed)
         };
-        let mut bar = progress::Bar::new(family.name(), cases, args.quiet);
+        let mut bar = progress::Bar::new(family.name, cases, args.quiet);
         let report = hunt::hunt(&config, &mut bar)?;
         bar.finish();
         let stop = !report.findings.is_empty() && !args.keep_going;
@@ -271,7 +272,7 @@ fn hunt_command(args: HuntArgs) -> Result<ExitCode, String> {
     print_table(&reports);
     if args.coverage {
         for report in &reports {
-            print!("{}", report.coverage.render(report.family.coverage_tables()));
+            print!("{}", report.coverage.render(report.family.coverage_tables));
             print!("{}", harness::verdicts::render(&report.coverage));
         }
     }
@@ -294,7 +295,7 @@ fn print_table(reports: &[HuntReport]) {
         let virtual_s = r.virtual_ms as f64 / 1000.0;
         println!(
             "{:<8} {:>8} {:>10} {:>12.0} {:>9.1} {:>10.1} {:>12.0}x",
-            r.family.name(),
+            r.family.name,
             r.cases,
             r.failed,
             virtual_s,
@@ -338,15 +339,15 @@ fn print_violations(violations: &[harness::trace::Violation]) {
 }
 
 /// Read a JSON Lines trace and the family that judges it: `Err` (exit 2) names the line.
-fn read_trace(path: &std::path::Path, family: Option<String>) -> Result<(Trace, Result<Family, String>), String> {
+fn read_trace(path: &std::path::Path, family: Option<String>) -> Result<(Trace, Result<&'static Family, String>), String> {
     if !path.exists() {
         return Err(format!("no such file: {}", path.display()));
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let trace = harness::jsonl::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let family = match family {
-        Some(name) => Family::parse(&name),
-        None => Family::of_trace(&trace),
+        Some(name) => families::named(&name),
+        None => families::of_trace(&trace),
     };
     Ok((trace, family))
 }
@@ -354,12 +355,12 @@ fn read_trace(path: &std::path::Path, family: Option<String>) -> Result<(Trace, 
 fn check_command(path: &std::path::Path, family: Option<String>) -> Result<ExitCode, String> {
     let (trace, family) = read_trace(path, family)?;
     let family = family?;
-    let violations = if harness::live::oracles::is_live(&trace) {
-        harness::live::oracles::judge(&trace, &McpSchema::new())
+    let violations = if harness::relay::oracles::is_live(&trace) {
+        harness::relay::oracles::judge(&trace, &McpSchema::new())
     } else {
-        family.check(&trace, &McpSchema::new())
+        (family.check)(&trace, &McpSchema::new())
     };
-    println!("check: {} ({} events, family {})", path.display(), trace.events.len(), family.name());
+    println!("check: {} ({} events, family {})", path.display(), trace.events.len(), family.name);
     print_violations(&violations);
     println!("trace-hash: {:016x}", trace.hash());
     Ok(if violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -368,7 +369,7 @@ fn check_command(path: &std::path::Path, family: Option<String>) -> Result<ExitC
 fn view_command(path: &std::path::Path, html: &std::path::Path, family: Option<String>) -> Result<ExitCode, String> {
     let (trace, family) = read_trace(path, family)?;
     let (violations, summary) = match family {
-        Ok(family) => (family.check(&trace, &McpSchema::new()), spec_summary(&trace, family.name())),
+        Ok(family) => ((family.check)(&trace, &McpSchema::new()), spec_summary(&trace, family.name)),
         Err(why) => {
             eprintln!("note: drawing without checkers: {why}");
             (Vec::new(), format!("{} events, family unknown", trace.events.len()))
@@ -406,7 +407,7 @@ fn replay_command(
     }
     let (scenario, outcome) = if std::path::Path::new(input).is_file() {
         let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read {input}: {e}"))?;
-        let scenario = Scenario::from_json(&text)?;
+        let scenario = Scenario::from_json(&text, FAMILIES)?;
         let outcome = run(&scenario);
         (scenario, outcome)
     } else {

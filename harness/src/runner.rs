@@ -9,9 +9,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use bridge_under_test::emit;
 use bridge_under_test::events::kind;
 
-use crate::family;
+use crate::family::{self, Scenario};
 use crate::recorder::Recorder;
-use crate::scenario::Scenario;
 use crate::schema::McpSchema;
 use crate::seed::derive;
 use crate::trace::{Outcome, Stats, Trace, Violation};
@@ -67,7 +66,7 @@ pub fn simulate_unrecorded(scenario: &Scenario) -> Stats {
 pub fn check(scenario: &Scenario, trace: &Trace) -> Vec<Violation> {
     SCHEMA.with(|cell| {
         let schema = cell.get_or_init(McpSchema::new);
-        scenario.family.check(trace, schema)
+        (scenario.family().check)(trace, schema)
     })
 }
 

@@ -1,12 +1,13 @@
 //! Replay tokens: one shell-safe word that alone reproduces a run on a fresh clone:
 //! `v1.<family>.<switch>+<switch>|none.<seed as 16 hex digits>`.
 
-use crate::scenario::Family;
+use crate::families;
+use crate::family::Family;
 
 /// What a token encodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Token {
-    pub family: Family,
+    pub family: &'static Family,
     /// Bug switch names, validated against the family.
     pub bugs: Vec<String>,
     pub seed: u64,
@@ -18,18 +19,18 @@ const VERSION: &str = "v1";
 pub const LIVE_PREFIX: &str = "live.";
 
 impl Token {
-    pub fn new(family: Family, bugs: &[String], seed: u64) -> Result<Self, String> {
+    pub fn new(family: &'static Family, bugs: &[String], seed: u64) -> Result<Self, String> {
         for bug in bugs {
-            if !family.switches().contains(&bug.as_str()) {
+            if !family.switches.contains(&bug.as_str()) {
                 return Err(format!(
                     "unknown bug switch `{bug}` for family {}; valid: {}",
-                    family.name(),
-                    family.switches().join(" ")
+                    family.name,
+                    family.switches.join(" ")
                 ));
             }
         }
         let mut bugs = bugs.to_vec();
-        bugs.sort_by_key(|b| family.switches().iter().position(|s| s == b));
+        bugs.sort_by_key(|b| family.switches.iter().position(|s| s == b));
         bugs.dedup();
         Ok(Self { family, bugs, seed })
     }
@@ -47,7 +48,7 @@ impl Token {
         if version != VERSION {
             return Err(format!("malformed token `{text}`: unknown version `{version}` (this build reads {VERSION})"));
         }
-        let family = Family::parse(family).map_err(|e| format!("malformed token `{text}`: {e}"))?;
+        let family = families::named(family).map_err(|e| format!("malformed token `{text}`: {e}"))?;
         let bugs: Vec<String> =
             if bugs == "none" { Vec::new() } else { bugs.split('+').map(str::to_string).collect() };
         if seed.len() != 16 {
@@ -62,22 +63,23 @@ impl Token {
 impl std::fmt::Display for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let bugs = if self.bugs.is_empty() { "none".to_string() } else { self.bugs.join("+") };
-        write!(f, "{VERSION}.{}.{bugs}.{:016x}", self.family.name(), self.seed)
+        write!(f, "{VERSION}.{}.{bugs}.{:016x}", self.family.name, self.seed)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::relay::RELAY;
 
     #[test]
     fn tokens_round_trip() {
         let bugs = vec!["no_idempotency_key".to_string(), "no_call_deadline".to_string()];
-        let token = Token::new(Family::Relay, &bugs, 0xdead_beef).unwrap();
+        let token = Token::new(&RELAY, &bugs, 0xdead_beef).unwrap();
         let text = token.to_string();
         assert_eq!(text, "v1.relay.no_call_deadline+no_idempotency_key.00000000deadbeef");
         assert_eq!(Token::parse(&text).unwrap(), token);
-        let clean = Token::new(Family::Relay, &[], 1).unwrap().to_string();
+        let clean = Token::new(&RELAY, &[], 1).unwrap().to_string();
         assert_eq!(clean, "v1.relay.none.0000000000000001");
         assert_eq!(Token::parse(&clean).unwrap().bugs, Vec::<String>::new());
     }

@@ -26,7 +26,7 @@ fn violating_token() -> String {
     TOKEN
         .get_or_init(|| {
             let bugs = ["no_closed_out_filter".to_string()];
-            let mut config = hunt::HuntConfig::new(harness::scenario::Family::Relay, &bugs, 256, 1);
+            let mut config = hunt::HuntConfig::new(&harness::relay::RELAY, &bugs, 256, 1);
             config.shrink_budget = 0;
             let report = hunt::hunt(&config, &mut hunt::Quiet).expect("the hunt runs");
             let finding = report.findings.first().expect("no_closed_out_filter is found within 256 cases of seed 1");
@@ -266,7 +266,7 @@ fn chromium_draws_the_violating_token() {
 /// each drawn as an arrow, none hop by hop.
 #[test]
 fn an_sdk_trace_is_drawn_through_the_bridge() {
-    for family in [harness::scenario::Family::Sdk, harness::scenario::Family::SdkRmcp] {
+    for family in [&harness::sdk::SDK, &harness::sdk::SDK_RMCP] {
         let token = Token::new(family, &[], hunt::case_seed(0x0031_0031, 0)).unwrap();
         let outcome = run(&hunt::generate(&token).current());
         assert!(outcome.trace.of_kind("http.post").any(|(_, e)| e.text("method") == "tools/call"), "{token}: a case with calls");

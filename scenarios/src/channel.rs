@@ -7,7 +7,7 @@ use bridge_under_test::channel::gateway::{GatewayEvent, GatewayStep};
 use bridge_under_test::channel::ChannelBugs;
 use harness::channel::faults::ChannelFault;
 use harness::channel::{strategy, ChannelScenario, Limits, SESSION};
-use harness::scenario::{FamilyScenario, Scenario, SimParams};
+use harness::family::{Scenario, SimParams};
 
 /// One minute of virtual time.
 pub const MIN: u64 = 60_000;
@@ -42,7 +42,7 @@ pub fn channel(
     Scenario {
         seed,
         sim,
-        family: FamilyScenario::Channel(channel),
+        family: Box::new(channel),
     }
 }
 
@@ -180,7 +180,7 @@ pub fn burst_over_cap() -> Scenario {
         approvals: true,
     }];
     let mut scenario = channel(20, vec![read(2 * MIN)], vec![], faults);
-    if let FamilyScenario::Channel(channel) = &mut scenario.family {
+    if let Some(channel) = scenario.family.downcast_mut::<ChannelScenario>() {
         channel.limits = Limits {
             pending_cap: 4,
             queue_limit: 6,

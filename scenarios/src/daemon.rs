@@ -4,7 +4,7 @@ use bridge_under_test::daemon::client::{Invocation, Method};
 use bridge_under_test::daemon::{DaemonBugs, Timing};
 use harness::daemon::faults::DaemonFault;
 use harness::daemon::DaemonScenario;
-use harness::scenario::Scenario;
+use harness::family::Scenario;
 
 /// A daemon scenario: the family's tick and horizon, the user approving after 50 ms unless a
 /// fault says otherwise.

@@ -6,7 +6,7 @@ use bridge_under_test::daemon::client::{Invocation, Method};
 use bridge_under_test::daemon::config::PROTOCOL_VERSION;
 use bridge_under_test::daemon::Timing;
 use harness::daemon::faults::DaemonFault;
-use harness::scenario::Scenario;
+use harness::family::Scenario;
 
 use crate::daemon::{compressed, daemon};
 

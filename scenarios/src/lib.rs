@@ -11,7 +11,7 @@ use bridge_under_test::relay::client::{ClientScript, Op, Step, Tool};
 use bridge_under_test::relay::RelayBugs;
 use harness::relay::faults::RelayFault;
 use harness::relay::{strategy, RelayScenario, Spec, Timing};
-use harness::scenario::{FamilyScenario, Scenario, SimParams};
+use harness::family::{Scenario, SimParams};
 use harness::trace::Trace;
 
 /// A relay scenario with the family's tick and a horizon that judges every request.
@@ -27,7 +27,7 @@ pub fn relay(seed: u64, timing: Timing, steps: Vec<Step>, faults: Vec<RelayFault
         faults,
         profile: Vec::new(),
     };
-    Scenario { seed, sim, family: FamilyScenario::Relay(relay) }
+    Scenario { seed, sim, family: Box::new(relay) }
 }
 
 /// Turn on bug switches in a scenario.
@@ -123,7 +123,7 @@ pub fn unanswered_initialize() -> Scenario {
 /// completed".
 pub fn unanswered_initialize_then_revoked() -> Scenario {
     let mut scenario = unanswered_initialize();
-    if let harness::scenario::FamilyScenario::Relay(relay) = &mut scenario.family {
+    if let Some(relay) = scenario.family.downcast_mut::<RelayScenario>() {
         relay.faults.push(RelayFault::PostReject { at_ms: 1_300, for_ms: 2_000, status: 401 });
     }
     scenario

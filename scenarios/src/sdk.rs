@@ -6,7 +6,7 @@ use bridge_under_test::relay::client::{ClientScript, Op, Step, Tool};
 use bridge_under_test::sdk::SdkBugs;
 use harness::relay::faults::RelayFault;
 use harness::relay::{strategy, Spec, Timing};
-use harness::scenario::{FamilyScenario, Scenario, SimParams};
+use harness::family::{Scenario, SimParams};
 use harness::sdk::{SdkScenario, SdkServer};
 
 use crate::{call, fast_timing, step};
@@ -22,7 +22,7 @@ pub fn sdk(seed: u64, timing: Timing, mut steps: Vec<Step>, faults: Vec<RelayFau
     let sim = SimParams { tick_ms, latency_max_ms: 0, random_order: false, horizon_ms: end_at_ms + 2_000 + slack };
     let script = ClientScript { steps: handshake, end_at_ms, stamp_ids: true, answers_server: false };
     let sdk = SdkScenario { bugs: SdkBugs::default(), server: SdkServer::Mock, timing, script, faults, profile: Vec::new() };
-    Scenario { seed, sim, family: FamilyScenario::Sdk(sdk) }
+    Scenario { seed, sim, family: Box::new(sdk) }
 }
 
 /// Three calls, a listing and a ping, no fault: rmcp initializes its session on the first
@@ -47,7 +47,7 @@ pub fn resumes_a_cut_stream() -> Scenario {
 
 /// `scenario` against rmcp's own `StreamableHttpService` (family `sdk_rmcp`) instead of the mock.
 pub fn on_rmcp_server(mut scenario: Scenario) -> Scenario {
-    if let FamilyScenario::Sdk(sdk) = &mut scenario.family {
+    if let Some(sdk) = scenario.family.downcast_mut::<SdkScenario>() {
         sdk.server = SdkServer::Rmcp;
     }
     scenario

@@ -1,5 +1,6 @@
 //! The channel family in the harness: its scenario, how it is set up in a simulation, its spec
-//! (the constants checkers judge against), faults, generators and checkers.
+//! (the constants checkers judge against), faults, generators and checkers. [`CHANNEL`] is the
+//! family as the engines see it.
 
 pub mod checks;
 pub mod coverage;
@@ -16,11 +17,11 @@ use bridge_under_test::channel::{bridge, ChannelBugs, ChannelConfig, CLOCK_BASE_
 use bridge_under_test::emit;
 use bridge_under_test::events::{host, kind};
 use bridge_under_test::stdio;
+use proptest::strategy::BoxedStrategy;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::family::{self, Scheduled};
-use crate::scenario::SimParams;
+use crate::family::{self, Family, FamilyScenario, Scenario, Scheduled, SimParams};
 use crate::seed::derive;
 use faults::{ChannelFault, Targets};
 
@@ -92,6 +93,50 @@ pub struct ChannelScenario {
     /// The swarm profile: which fault kinds this seed turned on.
     #[serde(default)]
     pub profile: Vec<String>,
+}
+
+/// The channel family, as the engines see it: an MCP agent on stdio, the channel bridge holding
+/// pending permission requests and approvals, and a chat gateway over a WebSocket.
+pub const CHANNEL: Family = Family {
+    name: "channel",
+    switches: ChannelBugs::NAMES,
+    strategy: |bugs, seed| case_strategy(family::switches_on(bugs, ChannelBugs::enable), seed),
+    scenario_tag: "channel",
+    read: family::read::<ChannelScenario>,
+    check: checks::check,
+    coverage_tables: coverage::TABLES,
+    observe: coverage::observe,
+};
+
+impl FamilyScenario for ChannelScenario {
+    fn family(&self) -> &'static Family {
+        &CHANNEL
+    }
+
+    fn setup(&self, seed: u64, sim: &mut turmoil::Sim<'_>) -> Box<dyn family::Driver> {
+        Box::new(Driver::setup(self, seed, sim))
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "{} agent steps, {} gateway steps, {} faults",
+            self.agent.steps.len(),
+            self.gateway.len(),
+            self.faults.len()
+        )
+    }
+
+    fn size(&self) -> usize {
+        self.agent.steps.len() + self.gateway.len() + self.faults.len()
+    }
+
+    fn clear_bugs(&mut self) {
+        self.bugs = ChannelBugs::default();
+    }
+
+    fn enable_bugs(&mut self, bugs: &[&str]) -> Result<(), String> {
+        bugs.iter().try_for_each(|bug| self.bugs.enable(bug))
+    }
 }
 
 /// A channel scenario set up inside a simulation: holds what faults act on.
@@ -191,7 +236,7 @@ impl family::Driver for Driver {
 pub fn case_strategy(
     bugs: ChannelBugs,
     seed: u64,
-) -> proptest::strategy::BoxedStrategy<crate::scenario::Scenario> {
+) -> BoxedStrategy<Scenario> {
     use proptest::prelude::*;
     (strategy::scenario(bugs), 0u64..=1, any::<bool>())
         .prop_map(move |(channel, latency_ticks, random_order)| {
@@ -202,8 +247,7 @@ pub fn case_strategy(
                 random_order,
                 horizon_ms: strategy::horizon_ms(&channel.agent),
             };
-            let family = crate::scenario::FamilyScenario::Channel(channel);
-            crate::scenario::Scenario { seed, sim, family }
+            Scenario { seed, sim, family: Box::new(channel) }
         })
         .boxed()
 }

@@ -1,5 +1,6 @@
 //! The daemon family in the harness: its scenario, how it is set up in a simulation, its spec
-//! (the constants checkers judge against), faults, generators and checkers.
+//! (the constants checkers judge against), faults, generators and checkers. [`DAEMON`] is the
+//! family as the engines see it.
 
 pub mod checks;
 pub mod coverage;
@@ -25,10 +26,10 @@ use bridge_under_test::daemon::process::{self, DaemonConfig};
 use bridge_under_test::daemon::{browser, mcp, oauth, DaemonBugs, Rules, Timing};
 use bridge_under_test::emit;
 use bridge_under_test::events::{host, kind};
+use proptest::strategy::BoxedStrategy;
 use serde::{Deserialize, Serialize};
 
-use crate::family::{self, Scheduled};
-use crate::scenario::{FamilyScenario, Scenario, SimParams};
+use crate::family::{self, Family, FamilyScenario, Scenario, Scheduled, SimParams};
 use crate::seed::derive;
 use faults::{Anchor, DaemonFault, Targets};
 
@@ -67,6 +68,45 @@ impl DaemonScenario {
             }
         }
         deadlines
+    }
+}
+
+/// The daemon family, as the engines see it: CLI invocations sharing a keep-alive daemon, its
+/// warm connection to an MCP server behind OAuth, the authorization server and the browser.
+pub const DAEMON: Family = Family {
+    name: "daemon",
+    switches: DaemonBugs::NAMES,
+    strategy: |bugs, seed| case_strategy(family::switches_on(bugs, DaemonBugs::enable), seed),
+    scenario_tag: "daemon",
+    read: family::read::<DaemonScenario>,
+    check: checks::check,
+    coverage_tables: coverage::TABLES,
+    observe: coverage::observe,
+};
+
+impl FamilyScenario for DaemonScenario {
+    fn family(&self) -> &'static Family {
+        &DAEMON
+    }
+
+    fn setup(&self, seed: u64, sim: &mut turmoil::Sim<'_>) -> Box<dyn family::Driver> {
+        Box::new(Driver::setup(self, seed, sim))
+    }
+
+    fn summary(&self) -> String {
+        format!("{} invocations, {} faults", self.invocations.len(), self.faults.len())
+    }
+
+    fn size(&self) -> usize {
+        self.invocations.len() + self.faults.len()
+    }
+
+    fn clear_bugs(&mut self) {
+        self.bugs = DaemonBugs::default();
+    }
+
+    fn enable_bugs(&mut self, bugs: &[&str]) -> Result<(), String> {
+        bugs.iter().try_for_each(|bug| self.bugs.enable(bug))
     }
 }
 
@@ -244,7 +284,7 @@ impl family::Driver for Driver {
 
 /// The whole-scenario strategy for a daemon case: the family's scenario plus the simulator
 /// parameters that suit it (see [`strategy::tick_ms`] for the tick).
-pub fn case_strategy(bugs: DaemonBugs, seed: u64) -> proptest::strategy::BoxedStrategy<Scenario> {
+pub fn case_strategy(bugs: DaemonBugs, seed: u64) -> BoxedStrategy<Scenario> {
     use proptest::prelude::*;
     let daemon = prop_oneof![
         1 => strategy::scenario(bugs).boxed(),
@@ -268,6 +308,6 @@ pub fn scenario(seed: u64, daemon: DaemonScenario, random_order: bool) -> Scenar
     Scenario {
         seed,
         sim,
-        family: FamilyScenario::Daemon(daemon),
+        family: Box::new(daemon),
     }
 }

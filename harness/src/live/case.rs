@@ -17,7 +17,7 @@ use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::Notify;
 
 use super::process::{BridgeProcess, Exit};
-use super::profile::{Deadline, Profile};
+use crate::relay::profile::{Deadline, Profile};
 use super::proxy::LinkProxy;
 use super::server::{MockServer, ServerParts};
 use super::speed::Speed;
@@ -108,7 +108,7 @@ async fn drive(
         sse_idle_ms = scenario.timing.sse_idle_ms,
         bugs = "",
         profile = %scenario.profile.join("+"),
-        promises = %super::oracles::promises_field(&bridge.profile),
+        promises = %crate::relay::oracles::promises_field(&bridge.profile),
         exit_within_ms = bridge.profile.exit_within_ms
     );
     // The harness's side runs by the wall clock: the scenario with every duration divided by

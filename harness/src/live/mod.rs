@@ -7,23 +7,23 @@
 //! - `server.rs`: the mock server on 127.0.0.1, restartable;
 //! - `process.rs`: the bridge process and its process group;
 //! - `proxy.rs`: the TCP proxy that holds the link (fault `link_hold`);
-//! - `profile.rs`: what a bridge does by design, from a profile file;
-//! - `oracles.rs`: which oracles judge a live trace;
 //! - `speed.rs`: time compression (the bridge under libfaketime, the harness's side scaled).
+//!
+//! The relay family says what judges a live trace (`relay/oracles.rs`) and what a bridge does by
+//! design (`relay/profile.rs`).
 
 pub mod case;
-pub mod oracles;
 pub mod process;
 pub mod proxy;
-pub mod profile;
 pub mod server;
 pub mod speed;
 
 use proptest::strategy::{Strategy, ValueTree};
 
 use crate::hunt::{case_seed, tree_of};
+use crate::relay::oracles;
 use crate::relay::strategy::live_scenario;
-use crate::relay::{RelayScenario, Spec};
+use crate::relay::{RelayScenario, Spec, RELAY};
 use crate::schema::McpSchema;
 use crate::token::{Token, LIVE_PREFIX};
 use crate::trace::{Trace, Violation};
@@ -50,7 +50,7 @@ impl Case {
 }
 
 pub fn live_token(seed: u64) -> String {
-    let token = Token { family: crate::scenario::Family::Relay, bugs: Vec::new(), seed };
+    let token = Token { family: &RELAY, bugs: Vec::new(), seed };
     format!("{LIVE_PREFIX}{token}")
 }
 
@@ -58,7 +58,7 @@ pub fn live_token(seed: u64) -> String {
 pub fn parse_token(text: &str) -> Result<u64, String> {
     let inner = text.trim().strip_prefix(LIVE_PREFIX).unwrap_or(text.trim());
     let token = Token::parse(inner)?;
-    if token.family != crate::scenario::Family::Relay || !token.bugs.is_empty() {
+    if *token.family != RELAY || !token.bugs.is_empty() {
         return Err(format!("`{text}` is not a live token (live.v1.relay.none.<seed>)"));
     }
     Ok(token.seed)

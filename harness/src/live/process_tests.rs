@@ -5,7 +5,7 @@ use bridge_under_test::events::kind;
 use bridge_under_test::relay::client::{ClientScript, Op, Step};
 
 use super::case::{self, Bridge};
-use super::profile::Profile;
+use crate::relay::profile::Profile;
 use crate::relay::{RelayScenario, Timing};
 use crate::trace::Trace;
 
@@ -59,7 +59,7 @@ fn a_bridge_that_ignores_sigterm_and_forks_leaves_nothing_behind() {
     let port = port_of(&trace);
     assert_ne!(port, 0);
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "port {port} still listens");
-    let violations = super::oracles::judge(&trace, &crate::schema::McpSchema::new());
+    let violations = crate::relay::oracles::judge(&trace, &crate::schema::McpSchema::new());
     assert!(violations.iter().any(|v| v.invariant == "exits_after_stdin_closes"), "{violations:?}");
 }
 
@@ -67,7 +67,7 @@ fn a_bridge_that_ignores_sigterm_and_forks_leaves_nothing_behind() {
 fn a_bridge_that_exits_at_once_is_a_finding_and_one_that_does_not_start_is_bad_input() {
     let trace = run("exit 3");
     assert_eq!(field(&trace, kind::PROCESS_EXIT, "code"), "3");
-    let violations = super::oracles::judge(&trace, &crate::schema::McpSchema::new());
+    let violations = crate::relay::oracles::judge(&trace, &crate::schema::McpSchema::new());
     assert!(violations.iter().any(|v| v.invariant == "lives_until_stdin_closes"), "{violations:?}");
     let not_run = case::run(&short_scenario(), 1, 1_000, &bridge("/no/such/bridge {url}")).err().expect("bad input");
     assert!(not_run.0.contains("did not start") && not_run.0.contains("127"), "{}", not_run.0);
@@ -89,6 +89,6 @@ fn a_client_that_closes_stdin_late_gives_the_bridge_its_whole_exit_bound() {
     bridge.profile.exit_within_ms = 1_500;
     let trace = case::run(&scenario, 1, 1_000, &bridge).unwrap_or_else(|e| panic!("{}", e.0)).trace;
     assert_eq!(field(&trace, kind::PROCESS_EXIT, "by"), "self", "{}", trace.render());
-    let violations = super::oracles::judge(&trace, &crate::schema::McpSchema::new());
+    let violations = crate::relay::oracles::judge(&trace, &crate::schema::McpSchema::new());
     assert!(!violations.iter().any(|v| v.invariant.contains("stdin_closes")), "{violations:?}");
 }

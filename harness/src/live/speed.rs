@@ -14,6 +14,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use crate::relay::profile::check_speed;
 use crate::relay::RelayScenario;
 
 /// How much faster than the wall clock the bridge's clock runs: 1 is real time.
@@ -24,10 +25,7 @@ impl Speed {
     pub const REAL: Speed = Speed(1);
 
     pub fn new(k: u32) -> Result<Self, String> {
-        match k {
-            1..=1_000 => Ok(Self(k)),
-            _ => Err(format!("--speed {k}: between 1 (real time) and 1000")),
-        }
+        check_speed(k).map(|()| Self(k))
     }
 
     pub fn factor(self) -> u64 {

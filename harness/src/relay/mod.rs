@@ -1,13 +1,16 @@
 //! The relay family in the harness: its scenario, how it is set up in a simulation, its spec
-//! (the constants checkers judge against), faults, generators and checkers.
+//! (the constants checkers judge against), faults, generators and checkers. [`RELAY`] is the
+//! family as the engines see it.
 
 pub mod admission_checks;
 pub mod checks;
 pub mod coverage;
 pub mod faults;
 pub mod handshake_checks;
+pub mod oracles;
 pub mod outcome_checks;
 pub mod order_checks;
+pub mod profile;
 pub mod retry_checks;
 pub mod story;
 pub mod strategy;
@@ -24,12 +27,12 @@ use bridge_under_test::relay::knobs::SharedKnobs;
 use bridge_under_test::relay::relayer::{self, Durable};
 use bridge_under_test::relay::{bridge, BridgeConfig, RelayBugs, RelayerConfig, RelayerKnobs};
 use bridge_under_test::stdio;
+use proptest::strategy::BoxedStrategy;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use crate::family::{self, Family, FamilyScenario, Scenario, Scheduled, SimParams};
 use crate::seed::derive;
-use crate::family::{self, Scheduled};
-use crate::scenario::SimParams;
 use faults::{RelayFault, Targets};
 
 /// The timing constants of one relay scenario (MODEL.md §1.3 by default).
@@ -98,6 +101,45 @@ pub struct RelayScenario {
     /// The swarm profile: which fault kinds this seed turned on.
     #[serde(default)]
     pub profile: Vec<String>,
+}
+
+/// The relay family, as the engines see it: a stdio-to-SSE bridge between a scripted MCP client
+/// and a mock relayer.
+pub const RELAY: Family = Family {
+    name: "relay",
+    switches: RelayBugs::NAMES,
+    strategy: |bugs, seed| case_strategy(family::switches_on(bugs, RelayBugs::enable), seed),
+    scenario_tag: "relay",
+    read: family::read::<RelayScenario>,
+    check: checks::check,
+    coverage_tables: coverage::TABLES,
+    observe: coverage::observe,
+};
+
+impl FamilyScenario for RelayScenario {
+    fn family(&self) -> &'static Family {
+        &RELAY
+    }
+
+    fn setup(&self, seed: u64, sim: &mut turmoil::Sim<'_>) -> Box<dyn family::Driver> {
+        Box::new(Driver::setup(self, seed, sim))
+    }
+
+    fn summary(&self) -> String {
+        format!("{} steps, {} faults", self.script.steps.len(), self.faults.len())
+    }
+
+    fn size(&self) -> usize {
+        self.script.steps.len() + self.faults.len()
+    }
+
+    fn clear_bugs(&mut self) {
+        self.bugs = RelayBugs::default();
+    }
+
+    fn enable_bugs(&mut self, bugs: &[&str]) -> Result<(), String> {
+        bugs.iter().try_for_each(|bug| self.bugs.enable(bug))
+    }
 }
 
 /// A relay scenario set up inside a simulation: holds what faults act on.
@@ -182,7 +224,7 @@ impl family::Driver for Driver {
 
 /// The whole-scenario strategy for a relay case: the family's scenario plus the simulator
 /// parameters that suit it.
-pub fn case_strategy(bugs: RelayBugs, seed: u64) -> proptest::strategy::BoxedStrategy<crate::scenario::Scenario> {
+pub fn case_strategy(bugs: RelayBugs, seed: u64) -> BoxedStrategy<Scenario> {
     use proptest::prelude::*;
     (strategy::scenario(bugs), 0u64..=2, any::<bool>())
         .prop_map(move |(relay, latency_ticks, random_order)| {
@@ -191,7 +233,7 @@ pub fn case_strategy(bugs: RelayBugs, seed: u64) -> proptest::strategy::BoxedStr
             let slack = Spec::new(&relay.timing, tick_ms, latency_max_ms).slack_ms;
             let horizon_ms = relay.script.end_at_ms + 2_000 + slack;
             let sim = SimParams { tick_ms, latency_max_ms, random_order, horizon_ms };
-            crate::scenario::Scenario { seed, sim, family: crate::scenario::FamilyScenario::Relay(relay) }
+            Scenario { seed, sim, family: Box::new(relay) }
         })
         .boxed()
 }

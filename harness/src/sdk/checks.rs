@@ -8,5 +8,5 @@ use crate::trace::{Trace, Violation};
 
 /// Judge an sdk trace.
 pub fn check(trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
-    crate::live::oracles::judge(trace, schema)
+    crate::relay::oracles::judge(trace, schema)
 }

@@ -3,8 +3,10 @@
 //! family's mock server speaking MCP Streamable HTTP. Everything but the bridge is the relay
 //! family's: the scenario and its generator, the fault plan and how each fault acts, and the
 //! checkers that rest on boundaries (the client's stdio, the server's HTTP log), chosen as the
-//! live engine chooses them for a bridge it did not write (`live::oracles::judge`), with rmcp's
-//! profile (`harness/profiles/rmcp-sdk.json`) saying what rmcp does by design.
+//! live engine chooses them for a bridge it did not write (`relay::oracles::judge`), with rmcp's
+//! profile (`harness/profiles/rmcp-sdk.json`) saying what rmcp does by design. [`SDK`] and
+//! [`SDK_RMCP`] are the two families as the engines see them: the same scenario, generator and
+//! checkers, against the mock server or against rmcp's own.
 
 pub mod checks;
 
@@ -17,15 +19,15 @@ use bridge_under_test::relay::knobs::SharedKnobs;
 use bridge_under_test::relay::relayer::{self, Durable, Transport};
 use bridge_under_test::relay::{RelayerConfig, RelayerKnobs, RELAYER_PORT};
 use bridge_under_test::sdk::{self, SdkBridgeConfig, SdkBugs};
-use serde::{Deserialize, Serialize};
 use bridge_under_test::{seam, stdio};
+use proptest::strategy::BoxedStrategy;
+use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::family::{self, Scheduled};
-use crate::live::profile::{Deadline, Profile};
+use crate::family::{self, Family, FamilyScenario, Scenario, Scheduled, SimParams};
 use crate::relay::faults::{self, RelayFault, Targets};
-use crate::relay::{strategy, RelayScenario, Spec, Timing};
-use crate::scenario::{FamilyScenario, Scenario, SimParams};
+use crate::relay::profile::{Deadline, Profile};
+use crate::relay::{coverage, strategy, RelayScenario, Spec, Timing};
 use crate::seed::derive;
 
 /// rmcp's profile: its deadline (none) and its design, each with the rmcp source line.
@@ -80,13 +82,53 @@ impl SdkScenario {
     }
 }
 
-impl SdkScenario {
-    /// The family a case of this scenario belongs to: its server decides.
-    pub fn family(&self) -> crate::scenario::Family {
+/// Family `sdk`, as the engines see it: rmcp's bridge against the mock relayer. Its scenarios are
+/// tagged `sdk` in a file, as are `sdk_rmcp`'s: their `server` tells them apart.
+pub const SDK: Family = Family {
+    name: "sdk",
+    switches: SdkBugs::NAMES,
+    strategy: |bugs, seed| strategy_on(SdkServer::Mock, bugs, seed),
+    scenario_tag: "sdk",
+    read: family::read::<SdkScenario>,
+    check: checks::check,
+    coverage_tables: coverage::TABLES,
+    observe: coverage::observe,
+};
+
+/// Family `sdk_rmcp`: the same against rmcp's own server.
+pub const SDK_RMCP: Family = Family {
+    name: "sdk_rmcp",
+    strategy: |bugs, seed| strategy_on(SdkServer::Rmcp, bugs, seed),
+    ..SDK
+};
+
+impl FamilyScenario for SdkScenario {
+    /// Its server decides.
+    fn family(&self) -> &'static Family {
         match self.server {
-            SdkServer::Mock => crate::scenario::Family::Sdk,
-            SdkServer::Rmcp => crate::scenario::Family::SdkRmcp,
+            SdkServer::Mock => &SDK,
+            SdkServer::Rmcp => &SDK_RMCP,
         }
+    }
+
+    fn setup(&self, seed: u64, sim: &mut turmoil::Sim<'_>) -> Box<dyn family::Driver> {
+        Box::new(Driver::setup(self, seed, sim))
+    }
+
+    fn summary(&self) -> String {
+        format!("{} steps, {} faults", self.script.steps.len(), self.faults.len())
+    }
+
+    fn size(&self) -> usize {
+        self.script.steps.len() + self.faults.len()
+    }
+
+    fn clear_bugs(&mut self) {
+        self.bugs = SdkBugs::default();
+    }
+
+    fn enable_bugs(&mut self, bugs: &[&str]) -> Result<(), String> {
+        bugs.iter().try_for_each(|bug| self.bugs.enable(bug))
     }
 }
 
@@ -151,10 +193,7 @@ impl family::Driver for Driver {
             Deadline::None => horizon_ms,
         };
         let slack_ms = Spec::new(&self.scenario.timing, params.tick_ms, params.latency_max_ms).slack_ms;
-        let family = match self.scenario.server {
-            SdkServer::Mock => "sdk",
-            SdkServer::Rmcp => "sdk_rmcp",
-        };
+        let family = self.scenario.family().name;
         emit!(
             kind::RUN_SPEC,
             family,
@@ -168,7 +207,7 @@ impl family::Driver for Driver {
             sse_idle_ms = self.scenario.timing.sse_idle_ms,
             bugs = %self.scenario.bugs.enabled().join("+"),
             profile = %self.scenario.profile.join("+"),
-            promises = %crate::live::oracles::promises_field(&profile)
+            promises = %crate::relay::oracles::promises_field(&profile)
         );
     }
 
@@ -186,30 +225,21 @@ impl family::Driver for Driver {
     }
 }
 
+/// The whole-scenario strategy for an sdk case against `server`, every fault kind drawn.
+fn strategy_on(server: SdkServer, bugs: &[String], seed: u64) -> BoxedStrategy<Scenario> {
+    strategy_of(server, family::switches_on(bugs, SdkBugs::enable), seed, faults::KINDS)
+}
+
 /// The whole-scenario strategy for an sdk case: the relay family's generator with a client that
 /// completes its handshake first and names its ids in `_meta` (rmcp's server ends a session
-/// whose first message is not `initialize`, and its client numbers requests afresh), every fault
-/// kind, and the relay family's simulator parameters.
-pub fn case_strategy(bugs: SdkBugs, seed: u64) -> proptest::strategy::BoxedStrategy<Scenario> {
-    case_strategy_of(bugs, seed, crate::relay::faults::KINDS)
+/// whose first message is not `initialize`, and its client numbers requests afresh), drawing
+/// only the given fault kinds (the clean generated run leaves out the kinds whose rmcp findings
+/// are still open, docs/findings.md), and the relay family's simulator parameters.
+pub fn case_strategy_of(bugs: SdkBugs, seed: u64, kinds: &'static [&'static str]) -> BoxedStrategy<Scenario> {
+    strategy_of(SdkServer::Mock, bugs, seed, kinds)
 }
 
-/// [`case_strategy`] against the given server (family `sdk_rmcp`: rmcp's own).
-pub fn case_strategy_on(server: SdkServer, bugs: SdkBugs, seed: u64) -> proptest::strategy::BoxedStrategy<Scenario> {
-    use proptest::prelude::*;
-    case_strategy(bugs, seed)
-        .prop_map(move |mut scenario| {
-            if let FamilyScenario::Sdk(sdk) = &mut scenario.family {
-                sdk.server = server;
-            }
-            scenario
-        })
-        .boxed()
-}
-
-/// [`case_strategy`] drawing only the given fault kinds (the clean generated run leaves out
-/// the kinds whose rmcp findings are still open, docs/findings.md).
-pub fn case_strategy_of(bugs: SdkBugs, seed: u64, kinds: &'static [&'static str]) -> proptest::strategy::BoxedStrategy<Scenario> {
+fn strategy_of(server: SdkServer, bugs: SdkBugs, seed: u64, kinds: &'static [&'static str]) -> BoxedStrategy<Scenario> {
     use proptest::prelude::*;
     (strategy::sdk_scenario_of(kinds), 0u64..=2, any::<bool>())
         .prop_map(move |(relay, latency_ticks, random_order)| {
@@ -218,7 +248,8 @@ pub fn case_strategy_of(bugs: SdkBugs, seed: u64, kinds: &'static [&'static str]
             let slack = Spec::new(&relay.timing, tick_ms, latency_max_ms).slack_ms;
             let horizon_ms = relay.script.end_at_ms + 2_000 + slack;
             let sim = SimParams { tick_ms, latency_max_ms, random_order, horizon_ms };
-            Scenario { seed, sim, family: FamilyScenario::Sdk(SdkScenario::new(relay, bugs)) }
+            let sdk = SdkScenario { server, ..SdkScenario::new(relay, bugs) };
+            Scenario { seed, sim, family: Box::new(sdk) }
         })
         .boxed()
 }
@@ -228,7 +259,7 @@ mod tests {
     #[test]
     fn the_profile_parses_and_promises_only_policy() {
         let profile = super::profile();
-        assert_eq!(profile.deadline, crate::live::profile::Deadline::None);
+        assert_eq!(profile.deadline, crate::relay::profile::Deadline::None);
         assert!(profile.deadline_source.contains("src/service.rs:"));
         assert!(profile.design.iter().all(|d| d.source.starts_with("rmcp 3.11.0 src/")));
     }

@@ -6,7 +6,7 @@
 use bridge_under_test::channel::ChannelBugs;
 use bridge_under_test::events::kind;
 use harness::runner::run;
-use harness::scenario::{Family, Scenario};
+use harness::family::Scenario;
 use harness::trace::{Outcome, TraceEvent};
 use scenarios::channel::{self as canon, MIN};
 use serde_json::Value;
@@ -245,7 +245,7 @@ fn a_burst_over_the_cap_evicts_the_oldest() {
 
 /// The scripted scenarios that are regression tests: (scenario, switch, the checker that fails
 /// with the switch on).
-fn switch_cases() -> Vec<(harness::scenario::Scenario, &'static str, &'static str)> {
+fn switch_cases() -> Vec<(harness::family::Scenario, &'static str, &'static str)> {
     vec![
         (
             canon::permission_ttl_boundary(),
@@ -292,13 +292,13 @@ fn scripted_scenarios_fail_with_their_bugs_on() {
 
 #[test]
 fn channel_all_switches_off_find_nothing() {
-    crate::assert_clean(Family::Channel, crate::cases(64), 0xC1EA_0005);
+    crate::assert_clean(&harness::channel::CHANNEL, crate::cases(64), 0xC1EA_0005);
 }
 
 #[test]
 fn every_channel_switch_is_found_within_256_cases() {
     const BUDGET: u64 = 256;
-    let missed = crate::missed_switches(Family::Channel, ChannelBugs::NAMES, BUDGET, 0x0BAD_0005);
+    let missed = crate::missed_switches(&harness::channel::CHANNEL, ChannelBugs::NAMES, BUDGET, 0x0BAD_0005);
     assert_eq!(
         missed,
         Vec::<&str>::new(),
@@ -309,7 +309,7 @@ fn every_channel_switch_is_found_within_256_cases() {
 /// Replay a race a clean hunt found, kept in `scenarios/races/channel_<name>.json`.
 fn race(name: &str) -> Outcome {
     let path = format!("{}/races/channel_{name}.json", env!("CARGO_MANIFEST_DIR"));
-    let scenario = Scenario::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let scenario = Scenario::from_json(&std::fs::read_to_string(&path).unwrap(), harness::families::FAMILIES).unwrap();
     run(&scenario)
 }
 
@@ -363,7 +363,7 @@ fn a_resolved_frame_for_an_expired_approval_tells_the_agent_nothing() {
 // reference model among them, and each switch's regression scenario failing with it on.
 #[test]
 fn mutants_gate_channel() {
-    crate::assert_clean(Family::Channel, crate::cases(400), 0x6A7E_0005);
+    crate::assert_clean(&harness::channel::CHANNEL, crate::cases(400), 0x6A7E_0005);
     for scenario in [
         canon::permission_ttl_boundary(),
         canon::approval_expires_at(),
@@ -453,7 +453,7 @@ fn control_frames_answered_with_os_entropy_masks_leave_the_trace_unchanged() {
     use harness::token::Token;
     let mut seen = std::collections::BTreeSet::new();
     for index in 0..200 {
-        let token = Token::new(Family::Channel, &[], case_seed(0xC0DE_0005, index)).unwrap();
+        let token = Token::new(&harness::channel::CHANNEL, &[], case_seed(0xC0DE_0005, index)).unwrap();
         let scenario = generate(&token).current();
         let first = run(&scenario);
         let delivered: Vec<String> = events(&first, kind::GATEWAY_CONTROL)

@@ -2,7 +2,7 @@
 //! must still fail with its switches on and pass with them off.
 
 use harness::runner::run;
-use harness::scenario::Scenario;
+use harness::family::Scenario;
 
 #[test]
 fn committed_regressions_fail_with_their_bugs_and_pass_without() {
@@ -12,7 +12,7 @@ fn committed_regressions_fail_with_their_bugs_and_pass_without() {
     assert!(!files.is_empty(), "no committed regressions in {}", dir.display());
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
-        let scenario = Scenario::from_json(&text).unwrap();
+        let scenario = Scenario::from_json(&text, harness::families::FAMILIES).unwrap();
         let outcome = run(&scenario);
         assert!(outcome.failed(), "{} no longer fails", path.display());
         let mut fixed = scenario.clone();

@@ -6,7 +6,6 @@ use bridge_under_test::daemon::client::Method;
 use bridge_under_test::daemon::DaemonBugs;
 use bridge_under_test::events::kind;
 use harness::runner::run;
-use harness::scenario::Family;
 use harness::trace::{Outcome, TraceEvent};
 use scenarios::daemon;
 
@@ -264,12 +263,12 @@ fn expired_oauth_wait_is_final() {
 
 #[test]
 fn generated_runs_with_every_switch_off_find_nothing() {
-    crate::assert_clean(Family::Daemon, crate::cases(64), 0xC1EA_0003);
+    crate::assert_clean(&harness::daemon::DAEMON, crate::cases(64), 0xC1EA_0003);
 }
 
 #[test]
 fn every_daemon_switch_is_found_within_the_budget() {
-    let missed = crate::missed_switches(Family::Daemon, DaemonBugs::NAMES, 256, 0x0BAD_0003);
+    let missed = crate::missed_switches(&harness::daemon::DAEMON, DaemonBugs::NAMES, 256, 0x0BAD_0003);
     assert_eq!(
         missed,
         Vec::<&str>::new(),
@@ -288,7 +287,7 @@ fn every_daemon_switch_is_found_within_the_budget() {
 fn reset_request_stops_counting_as_active() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_reset_leaks_active_count.json");
     let scenario =
-        harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+        harness::family::Scenario::from_json(&std::fs::read_to_string(path).unwrap(), harness::families::FAMILIES).unwrap();
     let outcome = run(&scenario);
     assert_eq!(outcome.violations, vec![]);
     let probes = events(&outcome, kind::CLI_PROBE);
@@ -300,7 +299,7 @@ fn reset_request_stops_counting_as_active() {
 
 /// Each switch's regression scenario: with the switch on, the named checker fires (MODEL.md
 /// §2.5's table, one row per switch the scripted scenarios reach).
-fn switch_cases() -> Vec<(harness::scenario::Scenario, &'static str, &'static str)> {
+fn switch_cases() -> Vec<(harness::family::Scenario, &'static str, &'static str)> {
     use scenarios::daemon_lifecycle as lifecycle;
     let mut cases = vec![
         (daemon::oauth_then_delayed_pages(), "no_progress_frames", "no_early_timeout"),
@@ -338,7 +337,7 @@ fn scripted_scenarios_fail_with_their_bugs_on() {
 // scripted scenarios of both suites and the races the oracles found must all be clean.
 #[test]
 fn mutants_gate_daemon() {
-    crate::assert_clean(Family::Daemon, crate::cases(900), 0x6A7E_0003);
+    crate::assert_clean(&harness::daemon::DAEMON, crate::cases(900), 0x6A7E_0003);
     let scripted = [
         daemon::oauth_then_delayed_pages(),
         daemon::short_deadline_long_work(),
@@ -452,7 +451,7 @@ fn an_expired_token_is_refreshed_without_the_user() {
 fn race(name: &str) -> Outcome {
     let path = format!("{}/races/daemon_{name}.json", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    run(&harness::scenario::Scenario::from_json(&text).unwrap())
+    run(&harness::family::Scenario::from_json(&text, harness::families::FAMILIES).unwrap())
 }
 
 // Goal: a daemon that does not answer the drain's probe but still runs is drained, never

@@ -8,7 +8,7 @@ use bridge_under_test::events::kind;
 use harness::daemon::interleavings::Tally;
 use harness::daemon::lifecycle::REPLACE_MARGIN_MS;
 use harness::runner::run;
-use harness::scenario::{Family, Scenario};
+use harness::family::Scenario;
 use harness::trace::{Outcome, TraceEvent};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -90,7 +90,7 @@ fn busy_daemon_drains_before_stop() {
 #[test]
 fn stop_that_meets_new_work_is_refused_and_the_drain_goes_on() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/races/daemon_stop_meets_new_work.json");
-    let scenario = Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let scenario = Scenario::from_json(&std::fs::read_to_string(path).unwrap(), harness::families::FAMILIES).unwrap();
     let outcome = run(&scenario);
     assert_eq!(outcome.violations, vec![]);
     let refused = |e: &&TraceEvent| e.get("refused") == Some(&serde_json::Value::Bool(true));
@@ -188,7 +188,7 @@ fn v1_client_gets_a_plain_reply() {
 
 #[test]
 fn generated_runs_with_every_lifecycle_switch_off_find_nothing() {
-    crate::assert_clean(Family::Daemon, crate::cases(96), 0xC1EA_0004);
+    crate::assert_clean(&harness::daemon::DAEMON, crate::cases(96), 0xC1EA_0004);
 }
 
 const LIFECYCLE_SWITCHES: &[&str] = &[
@@ -200,7 +200,7 @@ const LIFECYCLE_SWITCHES: &[&str] = &[
 
 #[test]
 fn every_lifecycle_switch_is_found_within_512_cases() {
-    let missed = crate::missed_switches(Family::Daemon, LIFECYCLE_SWITCHES, 512, 0x0BAD_0004);
+    let missed = crate::missed_switches(&harness::daemon::DAEMON, LIFECYCLE_SWITCHES, 512, 0x0BAD_0004);
     assert_eq!(
         missed,
         Vec::<&str>::new(),

@@ -3,7 +3,7 @@
 //! wrong instead of ignoring it.
 
 use harness::runner::run;
-use harness::scenario::Scenario;
+use harness::family::Scenario;
 
 fn example(family: &str) -> String {
     let path = format!("{}/../docs/examples/{family}.json", env!("CARGO_MANIFEST_DIR"));
@@ -13,8 +13,8 @@ fn example(family: &str) -> String {
 #[test]
 fn every_example_runs_clean_and_does_what_its_doc_says() {
     for family in ["relay", "channel", "daemon"] {
-        let scenario = Scenario::from_json(&example(family)).unwrap_or_else(|e| panic!("{family}: {e}"));
-        assert_eq!(scenario.family().name(), family);
+        let scenario = Scenario::from_json(&example(family), harness::families::FAMILIES).unwrap_or_else(|e| panic!("{family}: {e}"));
+        assert_eq!(scenario.family().name, family);
         let outcome = run(&scenario);
         assert_eq!(outcome.violations, vec![], "{family}");
         assert!(outcome.trace.events.len() > 20, "{family}: the example did almost nothing");
@@ -26,7 +26,7 @@ fn every_example_runs_clean_and_does_what_its_doc_says() {
 #[test]
 fn the_relay_example_with_a_switch_on_fails_as_the_doc_says() {
     let text = example("relay").replacen("\"family\": \"relay\",", "\"family\": \"relay\", \"bugs\": { \"no_call_deadline\": true },", 1);
-    let outcome = run(&Scenario::from_json(&text).unwrap());
+    let outcome = run(&Scenario::from_json(&text, harness::families::FAMILIES).unwrap());
     assert!(outcome.violations.iter().any(|v| v.invariant == "bounded_latency"), "{:?}", outcome.violations);
 }
 
@@ -46,7 +46,7 @@ fn a_misspelt_or_unknown_field_is_an_error_that_names_it() {
     ] {
         let text = example(family).replacen(good, bad, 1);
         assert_ne!(text, example(family));
-        let error = Scenario::from_json(&text).expect_err(bad);
+        let error = Scenario::from_json(&text, harness::families::FAMILIES).expect_err(bad);
         assert!(error.contains(&format!("unknown field `{name}`")), "{family} {bad}: {error}");
     }
 }

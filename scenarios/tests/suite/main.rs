@@ -19,7 +19,7 @@ pub fn cases(default: u64) -> u64 {
 
 /// Hunt `cases` generated cases of `family` with every switch off: a false alarm fails the test
 /// with its token and shrunk scenario.
-pub fn assert_clean(family: harness::scenario::Family, cases: u64, base_seed: u64) {
+pub fn assert_clean(family: &'static harness::family::Family, cases: u64, base_seed: u64) {
     let mut config = harness::hunt::HuntConfig::new(family, &[], cases, base_seed);
     config.shrink_budget = 100;
     let report = harness::hunt::hunt(&config, &mut harness::hunt::Quiet).unwrap();
@@ -37,7 +37,7 @@ pub fn assert_clean(family: harness::scenario::Family, cases: u64, base_seed: u6
 /// Hunt `budget` cases of `family` with each of `switches` on alone (no shrinking), printing how
 /// many cases each took: the switches not found.
 pub fn missed_switches(
-    family: harness::scenario::Family,
+    family: &'static harness::family::Family,
     switches: &[&'static str],
     budget: u64,
     base_seed: u64,
@@ -55,7 +55,7 @@ pub fn missed_switches(
 }
 
 /// Run `scenario` with `bug` switched on: a checker must report `invariant`.
-pub fn assert_broken(scenario: harness::scenario::Scenario, bug: &str, invariant: &str) {
+pub fn assert_broken(scenario: harness::family::Scenario, bug: &str, invariant: &str) {
     let outcome = harness::runner::run(&scenarios::with_bugs(scenario, &[bug]));
     let found: Vec<&str> = outcome.violations.iter().map(|v| v.invariant.as_str()).collect();
     assert!(found.contains(&invariant), "{bug}: expected {invariant}, found {found:?}");

@@ -4,14 +4,13 @@
 
 use bridge_under_test::relay::RelayBugs;
 use harness::hunt;
-use harness::scenario::Family;
 use harness::token::Token;
 
 const BUDGET: u64 = 256;
 
 #[test]
 fn every_relay_switch_is_found_within_the_budget() {
-    let missed = crate::missed_switches(Family::Relay, RelayBugs::NAMES, BUDGET, 0x0BAD_0001);
+    let missed = crate::missed_switches(&harness::relay::RELAY, RelayBugs::NAMES, BUDGET, 0x0BAD_0001);
     assert_eq!(missed, Vec::<&str>::new(), "switches not found within {BUDGET} cases");
 }
 
@@ -19,7 +18,7 @@ fn every_relay_switch_is_found_within_the_budget() {
 fn shrinking_keeps_the_failure_and_makes_it_smaller() {
     let bug = "no_closed_out_filter".to_string();
     let (token, outcome) = (0..BUDGET)
-        .map(|i| Token::new(Family::Relay, std::slice::from_ref(&bug), hunt::case_seed(0x5412, i)).unwrap())
+        .map(|i| Token::new(&harness::relay::RELAY, std::slice::from_ref(&bug), hunt::case_seed(0x5412, i)).unwrap())
         .map(|token| {
             let outcome = harness::runner::run(&hunt::generate(&token).current());
             (token, outcome)
@@ -30,7 +29,7 @@ fn shrinking_keeps_the_failure_and_makes_it_smaller() {
     let shrunk = hunt::shrink(hunt::generate(&token), outcome.clone(), 300, |_, _| {});
     let invariant = &outcome.violations[0].invariant;
     assert!(shrunk.outcome.violations.iter().any(|v| &v.invariant == invariant));
-    let size = |s: &harness::scenario::Scenario| (s.family.size(), s.sim.horizon_ms);
+    let size = |s: &harness::family::Scenario| (s.family.size(), s.sim.horizon_ms);
     assert!(size(&shrunk.scenario) < size(&original), "{:?} !< {:?}", size(&shrunk.scenario), size(&original));
     // Shrinking is deterministic: the same token shrinks to the same scenario.
     let again = hunt::shrink(hunt::generate(&token), outcome, 300, |_, _| {});

@@ -190,7 +190,7 @@ fn a_flapping_relayer_sees_growing_backoff() {
 
 /// The scripted scenarios that are regression tests: (scenario, switch, the checker that fails
 /// with the switch on).
-fn switch_cases() -> Vec<(harness::scenario::Scenario, &'static str, &'static str)> {
+fn switch_cases() -> Vec<(harness::family::Scenario, &'static str, &'static str)> {
     vec![
         (scenarios::orphaned_call(), "no_closed_out_filter", "one_reply_per_id"),
         (scenarios::orphaned_call(), "no_call_deadline", "bounded_latency"),
@@ -226,7 +226,7 @@ fn malformed_line_gets_a_parse_error_and_the_session_goes_on() {
 /// A race a clean hunt found in the default bridge, kept in `scenarios/races/`.
 fn race(name: &str) -> Outcome {
     let path = format!("{}/races/{name}.json", env!("CARGO_MANIFEST_DIR"));
-    let scenario = harness::scenario::Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let scenario = harness::family::Scenario::from_json(&std::fs::read_to_string(path).unwrap(), harness::families::FAMILIES).unwrap();
     run(&scenario)
 }
 
@@ -580,7 +580,7 @@ fn the_handshake_note_refused_past_its_retries_is_sent_before_any_request() {
 // observes makes one of the boundary oracles fire.
 #[test]
 fn mutants_gate_relay() {
-    crate::assert_clean(harness::scenario::Family::Relay, crate::cases(800), 0x6A7E_0001);
+    crate::assert_clean(&harness::relay::RELAY, crate::cases(800), 0x6A7E_0001);
     let scripted = [
         scenarios::orphaned_call(),
         scenarios::silent_stream(),

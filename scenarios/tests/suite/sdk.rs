@@ -5,7 +5,6 @@
 use bridge_under_test::events::kind;
 use bridge_under_test::sdk::SdkBugs;
 use harness::runner::run;
-use harness::scenario::Family;
 use harness::trace::Outcome;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -55,7 +54,7 @@ fn rmcp_resumes_a_cut_stream() {
 
 #[test]
 fn every_sdk_switch_is_found_within_the_budget() {
-    let missed = crate::missed_switches(Family::Sdk, SdkBugs::NAMES, 256, 0x0BAD_0031);
+    let missed = crate::missed_switches(&harness::sdk::SDK, SdkBugs::NAMES, 256, 0x0BAD_0031);
     assert_eq!(missed, Vec::<&str>::new());
 }
 

@@ -1,4 +1,5 @@
-//! Which oracles judge a live run. A live trace holds only boundary events (the client's stdio,
+//! Which oracles judge a bridge we did not write: a live run, or rmcp's bridge in the sdk
+//! families. A live trace holds only boundary events (the client's stdio,
 //! the mock server's log, the process table), so the relay checkers that read the bridge's own
 //! events cannot judge it; of the rest, some hold every bridge to what it owes its user and
 //! some judge the relay design, for bridges whose profile promises it. Four more are live

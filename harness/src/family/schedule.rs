@@ -1,37 +1,5 @@
-//! What every family provides to the engine: a driver that sets its hosts up in a simulation and
-//! applies its fault plan between steps. A new family adds a variant to
-//! [`FamilyScenario`](crate::scenario::FamilyScenario) and a module like `relay/`.
-
-use std::future::Future;
-
-use crate::recorder::announce;
-use crate::scenario::SimParams;
-
-/// Add a host to the simulation. Every host a family sets up goes through here (or
-/// [`client`]): its software first announces its name, which is how the recorder attributes
-/// trace events to hosts, and how many hosts a run had.
-pub fn host<'a, F, Fut>(sim: &mut turmoil::Sim<'a>, name: &'static str, software: F)
-where
-    F: Fn() -> Fut + 'a,
-    Fut: Future<Output = turmoil::Result> + 'static,
-{
-    sim.host(name, move || {
-        // turmoil calls this inside the host's new runtime, at start and at every restart.
-        announce(name);
-        software()
-    });
-}
-
-/// Add a client (a host whose software ends the run when it is done): see [`host`].
-pub fn client<Fut>(sim: &mut turmoil::Sim<'_>, name: &'static str, software: Fut)
-where
-    Fut: Future<Output = turmoil::Result> + 'static,
-{
-    sim.client(name, async move {
-        announce(name);
-        software.await
-    });
-}
+//! The fault schedule: each fault's phases in time order, and the phases still to apply, in
+//! the order the runner's step loop applies them.
 
 /// A fault taking effect (`Start`) or ending (`End`, windowed faults only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,25 +20,8 @@ pub struct Scheduled {
     pub watch: Option<(u64, u64)>,
 }
 
-/// A family's scenario set up inside a simulation.
-pub trait Driver {
-    /// Record the spec the family's checkers judge against (a `run.spec` event).
-    fn emit_spec(&self, params: &SimParams);
-    /// Every fault phase, in time order (stable for equal times).
-    fn schedule(&self) -> Vec<Scheduled>;
-    /// Whether the moment an anchored start (`hold_ms > 0`) waits for has come since it fell
-    /// due. Asked between steps while it waits.
-    fn anchor_met(&self, _scheduled: &Scheduled) -> bool {
-        true
-    }
-    /// Apply one phase of a fault, recording a `fault.injected` event.
-    fn apply(&self, scheduled: &Scheduled, sim: &mut turmoil::Sim<'_>);
-    /// Stop injecting and repair everything: liveness is judged after this.
-    fn heal(&self, sim: &mut turmoil::Sim<'_>);
-}
-
 /// Sort fault phases by time, keeping plan order for equal times.
-pub fn sorted(mut schedule: Vec<Scheduled>) -> Vec<Scheduled> {
+fn sorted(mut schedule: Vec<Scheduled>) -> Vec<Scheduled> {
     schedule.sort_by_key(|s| s.at_ms);
     schedule
 }
@@ -81,9 +32,19 @@ pub fn schedule<F>(faults: &[F], window: impl Fn(&F) -> (u64, Option<u64>)) -> V
     let mut out = Vec::new();
     for (fault, spec) in faults.iter().enumerate() {
         let (start, end) = window(spec);
-        out.push(Scheduled { at_ms: start, fault, phase: Phase::Start, watch: None });
+        out.push(Scheduled {
+            at_ms: start,
+            fault,
+            phase: Phase::Start,
+            watch: None,
+        });
         if let Some(end) = end {
-            out.push(Scheduled { at_ms: end, fault, phase: Phase::End, watch: None });
+            out.push(Scheduled {
+                at_ms: end,
+                fault,
+                phase: Phase::End,
+                watch: None,
+            });
         }
     }
     sorted(out)
@@ -98,7 +59,9 @@ pub struct Pending {
 
 impl Pending {
     pub fn new(schedule: Vec<Scheduled>) -> Self {
-        Self { phases: sorted(schedule) }
+        Self {
+            phases: sorted(schedule),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -112,7 +75,11 @@ impl Pending {
             (Phase::Start, None) => s.at_ms <= now_ms,
             (Phase::Start, Some((from, until))) => now_ms >= until || (now_ms >= from && met(s)),
             (Phase::End, _) => {
-                s.at_ms <= now_ms && !self.phases.iter().any(|p| p.fault == s.fault && p.phase == Phase::Start)
+                s.at_ms <= now_ms
+                    && !self
+                        .phases
+                        .iter()
+                        .any(|p| p.fault == s.fault && p.phase == Phase::Start)
             }
         })?;
         let due = self.phases.remove(index);
@@ -142,7 +109,11 @@ mod tests {
         let mut schedule = schedule(&[(100, Some(300)), (150, None)], |w| *w);
         schedule[0].watch = Some((100, 5_000));
         let mut pending = Pending::new(schedule);
-        assert_eq!(drain(&mut pending, 90, true), vec![], "the watch has not begun");
+        assert_eq!(
+            drain(&mut pending, 90, true),
+            vec![],
+            "the watch has not begun"
+        );
         assert_eq!(drain(&mut pending, 150, false), vec![(1, Phase::Start)]);
         // Its end is due by the plan, but it has not started: nothing.
         assert_eq!(drain(&mut pending, 320, false), vec![]);
@@ -170,6 +141,9 @@ mod tests {
     #[test]
     fn plain_phases_come_in_time_order() {
         let mut pending = Pending::new(schedule(&[(200, Some(250)), (100, None)], |w| *w));
-        assert_eq!(drain(&mut pending, 300, false), vec![(1, Phase::Start), (0, Phase::Start), (0, Phase::End)]);
+        assert_eq!(
+            drain(&mut pending, 300, false),
+            vec![(1, Phase::Start), (0, Phase::Start), (0, Phase::End)]
+        );
     }
 }
