@@ -1132,6 +1132,56 @@ fn user_outcomes_excuses_a_request_a_fault_fired_on() {
     assert_clean(&run(user_outcomes, events));
 }
 
+// A fault that fired on a request excuses it only where its effect forces the outcome (issue
+// #28): a duplicated reply still answers, and a reply delayed well inside the deadline is owed.
+#[test]
+fn user_outcomes_excuses_a_fired_fault_only_by_its_effect() {
+    let fired = |fault: &str, reply_ms: u64| {
+        let done = tool_result(json!(1), "remember a1: done", false);
+        let mut events = answered_call();
+        events.truncate(5);
+        events.push(relayer(145, kind::FAULT_FIRED, &[("fault", json!(fault)), ("id", json!("")), ("client_id", json!("1")), ("action", json!("a1"))]));
+        events.push(reply_sent(reply_ms, "1", "a1", &done));
+        events.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true))); // 7
+        events
+    };
+    assert_one(&run(user_outcomes, fired("duplicate_reply", 150)), "user_outcomes", 7, "untouched by any fault");
+    assert_one(&run(user_outcomes, fired("late_reply", 300)), "user_outcomes", 7, "untouched by any fault");
+    // Delayed past the deadline (1 000 ms after the write at 10), or swallowed: excused.
+    assert_clean(&run(user_outcomes, fired("late_reply", 1_200)));
+    let mut swallowed = fired("swallow_reply", 150);
+    swallowed.remove(6);
+    assert_clean(&run(user_outcomes, swallowed));
+}
+
+// A global fault excuses what its window meets and the reconnect it causes as observed (a moment
+// with no stream open), not a flat recovery after it (issue #28): a call written once the bridge
+// is back on a session is owed its answer.
+#[test]
+fn user_outcomes_excuses_a_relayer_bounce_only_until_the_bridge_is_back() {
+    let bounce = |phase: &str, at_ms: u64| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("relayer_bounce")), ("phase", json!(phase)), ("detail", json!("b"))]);
+    let written_at = |at: u64| {
+        let done = tool_result(json!(1), "remember a1: done", false);
+        vec![
+            std_spec(),                                                         // 0
+            stream_open(0, "s1"),                                               // 1
+            bounce("start", 100),                                               // 2
+            stream_close(100, "s1"),                                            // 3
+            bounce("end", 300),                                                 // 4
+            stream_open(2_000, "s2"),                                           // 5
+            send(at, &call(json!(1), "a1")),                                    // 6
+            http_post(at.max(2_050) + 10, "\"relay-1\"", "1", "tools/call", "a1", 202), // 7
+            tool_done(at.max(2_050) + 100, "\"relay-1\"", "a1", "k1", true),  // 8
+            reply_sent(at.max(2_050) + 110, "1", "a1", &done),                   // 9
+            recv(at + 1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true)),  // 10
+        ]
+    };
+    // Written while no stream was open (the bridge reconnecting): excused.
+    assert_clean(&run(user_outcomes, written_at(1_000)));
+    // Written 3 s after the relayer came back and the bridge reconnected: owed.
+    assert_one(&run(user_outcomes, written_at(5_000)), "user_outcomes", 10, "untouched by any fault");
+}
+
 // Hunt seed 5 (v1.relay.none.aca3daf33b224644): a request queued behind the session's
 // `initialize`, which the relayer kept refusing with 429, was closed out before its own POST.
 // The refusal ahead of it in the serial pump touched it; a 202 ahead of it does not.

@@ -14,6 +14,7 @@ use super::checks::Facts;
 use super::outcome_checks::CONNECT_MS;
 use crate::check::{capped, message};
 use crate::trace::Violation;
+use crate::verdicts;
 
 /// One accepted arrival: the relayer's `http.post` index, the client's write index, a label.
 type Arrival = (usize, usize, String);
@@ -86,12 +87,17 @@ pub fn requests_posted_promptly(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for (n, (request, story)) in facts.requests.iter().zip(&facts.stories.of).enumerate() {
         let Some(first) = story.posts.first() else { continue };
-        if !request.judged() || facts.touched(n).is_some() {
+        if !request.judged() {
+            continue;
+        }
+        if let Some(mechanism) = facts.touched(n) {
+            verdicts::excused(mechanism);
             continue;
         }
         let Some(stream) = facts.stories.stream(&first.session) else { continue };
         let start = request.at_ms.max(stream.opened_ms);
         let mut last = start;
+        let before = found.len();
         let between = facts.stories.all_posts.iter().map(|p| p.1).filter(|at| *at > start && *at < first.at_ms);
         for at in between.chain([first.at_ms]) {
             if at.saturating_sub(last) > gap_ms {
@@ -109,6 +115,9 @@ pub fn requests_posted_promptly(facts: &Facts<'_>) -> Vec<Violation> {
                 break;
             }
             last = at;
+        }
+        if found.len() == before {
+            verdicts::held();
         }
     }
     capped(found)

@@ -59,42 +59,60 @@ impl Facts<'_> {
         request.answered.as_ref().map_or(bound, |a| a.at_ms.max(request.at_ms))
     }
 
-    /// Why a request may legitimately not succeed, if anything touched it: a mock fault that
-    /// fired on it, a POST of it the relayer refused, a global fault whose influence meets its
-    /// life, the client closing stdin, or a tool slower than the call deadline.
-    pub(super) fn touched(&self, n: usize) -> Option<String> {
+    /// Why a request may legitimately not succeed, if anything touched it: the mechanism, as
+    /// excuse accounting names it (a mock fault that fired on it, a POST of it or ahead of it the
+    /// relayer refused, a global fault whose influence meets its life, the client closing stdin,
+    /// the client's own cancellation, or a tool slower than the call deadline).
+    pub(super) fn touched(&self, n: usize) -> Option<&'static str> {
         let (request, story) = (&self.requests[n], &self.stories.of[n]);
-        if let Some(fault) = story.fired.first() {
-            return Some(fault.clone());
+        // A fault that fired on this request excuses it only where its effect forces the outcome:
+        // a reply destroyed (swallowed, withheld) or a POST reset, or a reply delayed past the
+        // call deadline. A duplicated reply still answers; a slow tool is judged by its own
+        // finish below.
+        let deadline = request.at_ms + self.call_timeout_ms;
+        let in_time = story.sent.iter().any(|sent| self.stories.released_ms(&sent.session, sent.at_ms, 2 * self.slack_ms) + 3 * self.slack_ms < deadline);
+        for fault in &story.fired {
+            match fault.as_str() {
+                "swallow_reply" => return Some("swallow_reply destroyed its reply"),
+                "withhold_replies" => return Some("withhold_replies destroyed its reply"),
+                "post_reset" => return Some("post_reset cut a POST of it"),
+                "late_reply" if !in_time => return Some("late_reply delayed its reply past the deadline"),
+                _ => {}
+            }
         }
-        if let Some(post) = story.posts.iter().find(|p| p.status != 202) {
-            return Some(format!("HTTP {}", post.status));
+        if story.posts.iter().any(|p| p.status != 202) {
+            return Some("the relayer refused a POST of it");
         }
         let end = self.life_end(request);
         // The pump posts one request at a time: a POST the relayer refused while this request
         // waited (another request's, or the session's `initialize`) held it in the queue.
         // (The relayer's clock may read up to a slack behind the client's.)
-        let refused_ahead = self.stories.all_posts.iter().find(|p| p.5 != 202 && p.5 != 404 && p.1 + self.slack_ms >= request.at_ms && p.1 <= end);
-        if let Some(post) = refused_ahead {
-            return Some(format!("HTTP {} to a POST ahead of it", post.5));
+        if self.stories.all_posts.iter().any(|p| p.5 != 202 && p.5 != 404 && p.1 + self.slack_ms >= request.at_ms && p.1 <= end) {
+            return Some("the relayer refused a POST ahead of it");
         }
-        if let Some(name) = self.stories.global_fault_meets(request.at_ms, end, self.recovery_ms()) {
-            return Some(name.to_string());
+        // A global fault excuses what its own window meets (up to a round trip after it), and
+        // the reconnect it causes only as observed: a moment of the request's life with no
+        // stream open, when the bridge had no session to carry it.
+        if let Some(name) = self.stories.global_fault_meets(request.at_ms, end, 2 * self.slack_ms + CONNECT_MS) {
+            return Some(global_fault_excuse(name));
+        }
+        if self.stories.no_stream_during(request.at_ms, end) {
+            return Some("no stream was open for part of its life (the bridge was reconnecting)");
         }
         if self.stories.stream_ended_in(request.at_ms, end) {
-            return Some("a stream ended".to_string());
+            return Some("a stream ended while it was outstanding");
         }
         if let Some((_, eof, _)) = &self.stories.client_eof {
             if *eof <= end {
-                return Some("client_eof".to_string());
+                return Some("the client closed stdin");
             }
         }
         if self.cancelled_by_client(request) {
-            return Some("cancelled by the client".to_string());
+            return Some("the client cancelled it");
         }
         let slow = story.done_ms.is_none_or(|done| done + self.slack_ms >= request.at_ms + self.call_timeout_ms);
         if !story.action.is_empty() && slow {
-            return Some("slower than the call deadline".to_string());
+            return Some("its tool ran past the call deadline");
         }
         None
     }
@@ -122,10 +140,20 @@ impl Facts<'_> {
 
 /// A request no fault touched succeeds with the relayer's own answer (and so does every request
 /// after heal, since nothing touches those).
+///
+/// Excused share: about a quarter of the requests of generated cases (25.6 % on seed 2026's
+/// 1 000 cases), because the generator puts several faults in most cases and a request whose
+/// life a fault window meets may end in a true error. Each excuse is a mechanism of
+/// [`Facts::touched`]; a request it excuses is still judged by `reply_accounting` (a reply the
+/// relayer sent reaches the client) and `truthful_endings` (its error says what happened).
 pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for (n, request) in facts.requests.iter().enumerate() {
-        if !request.judged() || facts.touched(n).is_some() {
+        if !request.judged() {
+            continue;
+        }
+        if let Some(mechanism) = facts.touched(n) {
+            verdicts::excused(mechanism);
             continue;
         }
         let story = &facts.stories.of[n];
@@ -146,7 +174,8 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
                         && (Facts::relayer_sent(asked_story, &answer.msg).is_some() || (asked.method == "ping" && empty_result(&answer.msg)))
                 }) =>
             {
-                continue
+                verdicts::held();
+                continue;
             }
             Some(answer) => format!(
                 "{} id {id}: untouched by any fault, answered with {} which the relayer never sent (it sent {} replies for it)",
@@ -159,6 +188,21 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
         found.push(facts.violation("user_outcomes", index, detail));
     }
     capped(found)
+}
+
+/// The excuse a global fault gives a request whose life its influence met.
+fn global_fault_excuse(name: &str) -> &'static str {
+    match name {
+        "withhold_replies" => "withhold_replies met its life",
+        "stream_stall" => "stream_stall met its life",
+        "stream_eof" => "stream_eof met its life",
+        "stream_flap" => "stream_flap met its life",
+        "relayer_bounce" => "relayer_bounce met its life",
+        "link_hold" => "link_hold met its life",
+        "stdin_eof" => "stdin_eof met its life",
+        "post_reset" => "post_reset met its life",
+        _ => "a global fault met its life",
+    }
 }
 
 /// Whether `msg` is a response whose result is empty (but for `_meta`): `ping`'s answer.
@@ -186,7 +230,15 @@ pub fn reply_accounting(facts: &Facts<'_>) -> Vec<Violation> {
             let arrives = released + 2 * slack;
             // Still owed when it arrived: the client had not read an answer yet, nor closed.
             let owed = answer.is_none_or(|a| a.at_ms > arrives) && arrives < eof;
-            if !carried || !owed || answer.is_some_and(|a| same_reply(&a.msg, &sent.msg)) {
+            if answer.is_some_and(|a| same_reply(&a.msg, &sent.msg)) {
+                verdicts::held();
+                continue;
+            }
+            if !owed {
+                continue;
+            }
+            if !carried {
+                verdicts::excused("the stream carrying the reply closed before it could arrive");
                 continue;
             }
             if answer.is_none() && arrives + facts.sweep_period_ms > facts.horizon_ms {

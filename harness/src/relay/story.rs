@@ -354,6 +354,30 @@ impl Stories {
         self.streams.iter().any(|s| s.opened_ms <= at_ms && s.closed_ms.is_none_or(|c| c > at_ms))
     }
 
+    /// Whether the relayer had no stream open at some moment of `[from, to]` after its first
+    /// stream opened: the bridge had lost its session then and was reconnecting, so a request
+    /// could not be carried. (Before the first stream the bridge owes a prompt connect: that
+    /// wait excuses nothing.)
+    pub fn no_stream_during(&self, from: u64, to: u64) -> bool {
+        let mut spans: Vec<(u64, u64)> = self.streams.iter().map(|s| (s.opened_ms, s.closed_ms.unwrap_or(u64::MAX))).collect();
+        spans.sort_unstable();
+        let Some(&(first, _)) = spans.first() else { return false };
+        let mut covered = from.max(first);
+        if covered > to {
+            return false;
+        }
+        for (opened, closed) in spans {
+            if opened > covered {
+                break;
+            }
+            covered = covered.max(closed);
+            if covered > to {
+                return false;
+            }
+        }
+        covered <= to
+    }
+
     /// Whether a global fault's influence, `[start, end + recovery]`, meets `[from, to]`.
     pub fn global_fault_meets(&self, from: u64, to: u64, recovery_ms: u64) -> Option<&str> {
         self.global_faults
