@@ -2520,19 +2520,27 @@ fn healthy_streams_kept_flags_a_healthy_stream_the_bridge_closed() {
 // a 500 ms watchdog, a 100 ms connect and slack 10, a new stream is due by 5 120 ms.
 #[test]
 fn silent_streams_abandoned_flags_a_bridge_that_stays_on_a_silent_stream() {
-    let events = |reopened: Option<u64>| {
+    let events_closed_at = |reopened: Option<u64>, closed: Option<u64>| {
         let mut spec = std_spec();
         spec.fields.push(("sse_idle_ms".to_string(), json!(1_500)));
         let mut events = vec![spec, r_open(0, "s1"), stall("start", 3_000)];
+        if let Some(at) = closed {
+            events.push(r_close(at, "s1"));
+        }
         if let Some(at) = reopened {
-            events.extend([r_close(at - 50, "s1"), r_open(at, "s2")]);
+            events.push(r_open(at, "s2"));
         }
         events.extend([stall("end", 9_000), client_eof(9_500)]);
         events
     };
+    let events = |reopened: Option<u64>| events_closed_at(reopened, reopened.map(|at| at - 50));
     assert_clean(&run(stream_checks::silent_streams_abandoned, events(Some(5_100))));
     assert_one(&run(stream_checks::silent_streams_abandoned, events(Some(5_200))), "silent_streams_abandoned", 2, "no new stream opened by 5120 ms");
     assert_one(&run(stream_checks::silent_streams_abandoned, events(None)), "silent_streams_abandoned", 2, "stream s1 went silent at 3000 ms");
+    // Dropping the silent stream in time is half the duty: a bridge that closes it at 5 000 ms and
+    // opens nothing until 7 000 ms left its client without a stream past the due time.
+    let found = run(stream_checks::silent_streams_abandoned, events_closed_at(Some(7_000), Some(5_000)));
+    assert_one(&found, "silent_streams_abandoned", 2, "no new stream opened by 5120 ms");
 }
 
 // ---- refused_requests_resent ----------------------------------------------------------------

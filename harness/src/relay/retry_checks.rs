@@ -12,6 +12,7 @@ use super::checks::{error_text, Facts, CLOSE_OUT};
 use super::outcome_checks::{POST_RETRIES, RETRY_BASE_MS};
 use crate::check::capped;
 use crate::trace::Violation;
+use crate::verdicts;
 
 /// Faults under which a POST can fail without reaching the relayer (a network error counts as
 /// an attempt the relayer never saw).
@@ -99,6 +100,8 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
                     streak.status, streak.refusals
                 );
                 found.push(facts.violation("post_retries", *index, detail));
+            } else {
+                verdicts::held();
             }
         }
         // A connection reset after the relayer answered: the bridge read a network error.
@@ -135,7 +138,21 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
         let unseen_attempt = stories.global_faults.iter().any(|(name, start, end)| {
             UNSEEN_ATTEMPT_FAULTS.contains(&name.as_str()) && *start <= due && end + 1_000 >= streak.first_ms
         });
-        if session_ended || answered || unseen_attempt || eof <= due || due > facts.horizon_ms {
+        if due > facts.horizon_ms {
+            continue;
+        }
+        if answered {
+            verdicts::held();
+            continue;
+        }
+        if session_ended || unseen_attempt || eof <= due {
+            verdicts::excused(if session_ended {
+                "the refused POST's session ended before its retry was due"
+            } else if unseen_attempt {
+                "relayer_bounce or link_hold kept the retry from the relayer"
+            } else {
+                "the client closed stdin before the retry was due"
+            });
             continue;
         }
         let detail = format!(

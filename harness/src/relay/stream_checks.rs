@@ -12,6 +12,7 @@ use super::checks::{Facts, CLOSE_OUT};
 use super::outcome_checks::{CONNECT_MS, STABLE_STREAM_MS};
 use crate::check::{capped, message};
 use crate::trace::Violation;
+use crate::verdicts;
 
 /// `min(15 000, 500 * 2^attempt)`, MODEL.md §1.3, computed here independently of the bridge.
 fn backoff_ms(attempt: u64) -> u64 {
@@ -198,17 +199,23 @@ pub fn silent_streams_abandoned(facts: &Facts<'_>) -> Vec<Violation> {
     for stall in facts.stories.holds.iter().filter(|h| h.older_streams_only) {
         let due = stall.start_ms + facts.sse_idle_ms + facts.watchdog_ms() + 2 * slack + CONNECT_MS;
         let other = facts.stories.global_faults.iter().any(|(name, start, end)| {
-            STREAM_FAULTS.contains(&name.as_str()) && *start <= due && *end + facts.recovery_ms() >= stall.start_ms
+            STREAM_FAULTS.contains(&name.as_str()) && *start <= due && *end + CONNECT_MS >= stall.start_ms
         });
-        if stall.end_ms <= due + slack || eof <= due + slack || other {
+        if stall.end_ms <= due + slack || eof <= due + slack {
             continue;
         }
         let streams = &facts.stories.streams;
-        let stalled = streams.iter().filter(|s| {
-            s.opened_ms + STABLE_STREAM_MS + slack <= stall.start_ms && s.closed_ms.is_none_or(|c| c > due)
-        });
+        let stalled: Vec<_> = streams
+            .iter()
+            .filter(|s| s.opened_ms + STABLE_STREAM_MS + slack <= stall.start_ms && s.closed_ms.is_none_or(|c| c > stall.start_ms))
+            .collect();
+        if other && !stalled.is_empty() {
+            verdicts::excused("a stream fault or the relayer's bounce overlapped the stall until the new stream was due");
+            continue;
+        }
         for stream in stalled {
             if streams.iter().any(|s| s.opened_ms > stall.start_ms && s.opened_ms <= due) {
+                verdicts::held();
                 continue;
             }
             let detail = format!(
