@@ -5,7 +5,7 @@
 //! first use and made again once rmcp reports its service closed. Nothing here times anything
 //! out, retries or reconnects: every such decision is rmcp's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -43,14 +43,26 @@ type Upstream = RunningService<RoleClient, ()>;
 pub struct Proxy {
     config: Arc<SdkBridgeConfig>,
     upstream: Arc<Mutex<Option<Upstream>>>,
-    /// The upstream id rmcp gave each forwarded request still waiting, by the client's id
-    /// (canonical JSON): a client's cancellation names the request upstream by its own id.
-    forwarded: Arc<std::sync::Mutex<BTreeMap<String, RequestId>>>,
+    /// The client's notifications not yet sent upstream, in the order it wrote them. The lock
+    /// is also the one place rmcp numbers a request: see [`Proxy::forward`].
+    outbox: Arc<Mutex<VecDeque<ClientNotification>>>,
+    /// Each forwarded request still waiting, by the client's id (canonical JSON): a client's
+    /// cancellation names the request upstream by its own id.
+    forwarded: Arc<std::sync::Mutex<BTreeMap<String, Forwarded>>>,
+}
+
+/// A request the bridge is forwarding.
+enum Forwarded {
+    /// Not yet numbered by rmcp (waiting for a session): a cancellation of it waits here and
+    /// goes under its upstream id once it has one.
+    Numbering(Option<ClientNotification>),
+    /// The id rmcp gave it upstream.
+    Upstream(RequestId),
 }
 
 impl Proxy {
     pub fn new(config: SdkBridgeConfig) -> Self {
-        Self { config: Arc::new(config), upstream: Arc::new(Mutex::new(None)), forwarded: Arc::default() }
+        Self { config: Arc::new(config), upstream: Arc::default(), outbox: Arc::default(), forwarded: Arc::default() }
     }
 
     /// The upstream peer, connecting (rmcp's `initialize` handshake) when there is none or the
@@ -72,8 +84,13 @@ impl Proxy {
         Ok(peer)
     }
 
-    /// Close the upstream session (rmcp's `cancel`), if there is one.
+    /// Send what the outbox still holds, then close the upstream session (rmcp's `cancel`), if
+    /// there is one.
     pub async fn shutdown(&self) {
+        let live = self.upstream.lock().await.as_ref().filter(|s| !s.is_closed()).map(|s| s.peer().clone());
+        if let Some(peer) = live {
+            self.flush(&peer, &mut *self.outbox.lock().await).await;
+        }
         if let Some(service) = self.upstream.lock().await.take() {
             let _ = service.cancel().await;
         }
@@ -82,21 +99,94 @@ impl Proxy {
     /// Send `request` upstream with the client's `_meta` (rmcp moves a request's `_meta` into
     /// `context.meta`), and wait for its answer as rmcp's typed calls do (no timeout).
     async fn forward(&self, request: ClientRequest, context: &RequestContext<RoleServer>, what: &str) -> Result<ServerResult, ErrorData> {
-        let peer = self.peer().await?;
-        let options = PeerRequestOptions::no_options().with_meta(context.meta.clone());
-        let handle = peer.send_request_with_option(request, options).await.map_err(|e| upstream_error(what, e))?;
         let key = id_key(&context.id);
-        lock(&self.forwarded).insert(key.clone(), handle.id.clone());
-        let answer = handle.await_response().await;
-        lock(&self.forwarded).remove(&key);
-        answer.map_err(|e| upstream_error(what, e))
+        lock(&self.forwarded).insert(key.clone(), Forwarded::Numbering(None));
+        let answer = self.send_and_wait(request, context, &key, what).await;
+        // A cancellation that waited for a request never numbered (the connect failed) names
+        // nothing upstream: it goes as written, judged like any other.
+        let unnumbered = lock(&self.forwarded).remove(&key);
+        if let Some(Forwarded::Numbering(Some(note))) = unnumbered {
+            self.outbox.lock().await.push_back(note);
+        }
+        answer
     }
 
+    /// Number and send the request under the outbox's lock, after the notifications the client
+    /// wrote before it. rmcp fails its own pending request of an id as soon as a cancellation
+    /// naming that id has been sent (src/service.rs:1547-1553): deciding what a cancellation
+    /// names and rmcp numbering a request must not interleave, or a cancellation sent as
+    /// written names the request rmcp numbers meanwhile (docs/findings.md, K2).
+    async fn send_and_wait(
+        &self,
+        request: ClientRequest,
+        context: &RequestContext<RoleServer>,
+        key: &str,
+        what: &str,
+    ) -> Result<ServerResult, ErrorData> {
+        let peer = self.peer().await?;
+        let handle = {
+            let mut outbox = self.outbox.lock().await;
+            self.flush(&peer, &mut outbox).await;
+            let options = PeerRequestOptions::no_options().with_meta(context.meta.clone());
+            let handle = peer.send_request_with_option(request, options).await.map_err(|e| upstream_error(what, e))?;
+            let numbered = Forwarded::Upstream(handle.id.clone());
+            let waited = lock(&self.forwarded).insert(key.to_string(), numbered);
+            if let Some(Forwarded::Numbering(Some(note))) = waited {
+                let _ = peer.send_notification(renamed(note, handle.id.clone())).await;
+            }
+            handle
+        };
+        handle.await_response().await.map_err(|e| upstream_error(what, e))
+    }
+
+    /// Queue a notification and send the outbox once there is a session. A notification written
+    /// while the connect fails waits for the next session instead of being dropped
+    /// (docs/findings.md, K3).
     async fn notify(&self, notification: ClientNotification) {
+        self.outbox.lock().await.push_back(notification);
         if let Ok(peer) = self.peer().await {
-            let _ = peer.send_notification(notification).await;
+            self.flush(&peer, &mut *self.outbox.lock().await).await;
         }
     }
+
+    /// Send the outbox in order; one rmcp fails to send stays first, for the next flush.
+    async fn flush(&self, peer: &Peer<RoleClient>, outbox: &mut VecDeque<ClientNotification>) {
+        while let Some(note) = outbox.pop_front() {
+            let Some(routed) = self.route(note.clone()) else { continue };
+            if peer.send_notification(routed).await.is_err() {
+                outbox.push_front(note);
+                return;
+            }
+        }
+    }
+
+    /// What a notification names upstream. A cancellation of a request rmcp has numbered names
+    /// its upstream id; of one not yet numbered, waits for it; any other goes as written, unless
+    /// that would name another request rmcp numbered the same (rmcp would fail it at once).
+    /// Called under the outbox's lock, where no request is being numbered.
+    fn route(&self, note: ClientNotification) -> Option<ClientNotification> {
+        let ClientNotification::CancelledNotification(cancel) = &note else { return Some(note) };
+        let Some(named) = cancel.params.request_id.clone() else { return Some(note) };
+        let mut forwarded = lock(&self.forwarded);
+        let collides = forwarded.values().any(|f| matches!(f, Forwarded::Upstream(up) if *up == named));
+        match forwarded.get_mut(&id_key(&named)) {
+            Some(Forwarded::Upstream(upstream)) => Some(renamed(note, upstream.clone())),
+            Some(Forwarded::Numbering(waiting)) => {
+                *waiting = Some(note);
+                None
+            }
+            None if collides => None,
+            None => Some(note),
+        }
+    }
+}
+
+/// A cancellation naming `id` instead.
+fn renamed(mut note: ClientNotification, id: RequestId) -> ClientNotification {
+    if let ClientNotification::CancelledNotification(cancel) = &mut note {
+        cancel.params.request_id = Some(id);
+    }
+    note
 }
 
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -165,25 +255,10 @@ impl ServerHandler for Proxy {
         }
     }
 
-    async fn on_cancelled(&self, mut params: CancelledNotificationParam, context: NotificationContext<RoleServer>) {
-        let Ok(peer) = self.peer().await else { return };
-        // A request still waiting is named by the id rmcp gave it upstream; any other
-        // cancellation goes as the client wrote it, unless that would name another request that
-        // rmcp numbered the same: rmcp fails its own request of that id at once
-        // (src/service.rs:1606-1611). Decided once connected, when the numbering is known.
-        let (upstream, collides) = {
-            let forwarded = lock(&self.forwarded);
-            let named = params.request_id.as_ref();
-            let upstream = named.and_then(|id| forwarded.get(&id_key(id)).cloned());
-            (upstream, named.is_some_and(|id| forwarded.values().any(|up| up == id)))
-        };
-        match upstream {
-            Some(upstream) => params.request_id = Some(upstream),
-            None if collides => return,
-            None => {}
-        }
+    async fn on_cancelled(&self, params: CancelledNotificationParam, context: NotificationContext<RoleServer>) {
+        // What it names upstream is decided when it is sent (`route`).
         let note = ClientNotification::CancelledNotification(CancelledNotification::new(params));
-        let _ = peer.send_notification(self.with_meta(note, &context)).await;
+        self.notify(self.with_meta(note, &context)).await;
     }
 
     async fn on_progress(&self, params: ProgressNotificationParam, context: NotificationContext<RoleServer>) {

@@ -23,9 +23,13 @@
 //! virtual clock fires at once and forever, so rmcp's keep-alive is off and the layer writes
 //! keep-alives on the seam's clock; and the completed-channel cache is evicted by
 //! `std::time::Instant::elapsed` (local.rs:443, 488-491), so its TTL is set beyond any run.
-//! rmcp's hash maps (`tx_router`, `resource_router`, the session map) are only looked up,
-//! removed from or retained by a predicate with no effect but removal: their order reaches
-//! nothing.
+//! rmcp's hash maps (`resource_router`, the session map) are only looked up, removed from or
+//! retained by a predicate with no effect but removal. One order does reach the wire: when a
+//! session's worker quits (idle for `keep_alive`, local.rs:1124-1125, or closed), dropping it
+//! drops `tx_router` (a `HashMap` with the process's random hash keys, local.rs:369), which
+//! ends every stream of the session at one instant in that map's order; the client sees the
+//! EOFs, and resumes the streams, in that order. [`close_in_order`] closes the streams that end
+//! at one instant in the order they opened.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -76,6 +80,8 @@ struct Live {
     requests: BTreeMap<(String, String), (String, String)>,
     /// Streams opened so far (their labels: `post-N`, `get-N`).
     streams: u64,
+    /// Streams that ended at this instant and wait to be closed, by their number.
+    closing: BTreeMap<u64, Closing>,
     /// Frame cuts.
     rng: SimRng,
 }
@@ -95,7 +101,7 @@ pub async fn serve(
     let boot = relayer::begin_boot(&durable);
     emit!(kind::RELAYER_START, boot);
     let sessions = Arc::new(SeededSessions::new(boot, config.seed));
-    let live = Live { requests: BTreeMap::new(), streams: 0, rng: SimRng::new(config.seed ^ boot ^ 0x5eed) };
+    let live = Live { requests: BTreeMap::new(), streams: 0, closing: BTreeMap::new(), rng: SimRng::new(config.seed ^ boot ^ 0x5eed) };
     let server = Arc::new(Server { config, knobs, durable, sessions: sessions.clone(), live: Mutex::new(live) });
     let mut service_config = StreamableHttpServerConfig::default();
     // Off: sse-stream's keep-alive reads the wall clock (module docs); the layer writes them.
@@ -371,7 +377,7 @@ async fn fault_layer(AxumState((server, service)): AxumState<(Arc<Server>, Servi
             }
             if is_event_stream(response.headers()) {
                 let label = next_label(&server, "post");
-                emit!(kind::STREAM_OPEN, session = %session, stream = %label, style = "rmcp", last_event_id = "");
+                emit!(kind::STREAM_OPEN, session = %session, stream = %label.1, style = "rmcp", last_event_id = "");
                 return relay(server, session, label, response);
             }
             response.map(Body::new)
@@ -390,7 +396,7 @@ async fn fault_layer(AxumState((server, service)): AxumState<(Arc<Server>, Servi
                 return response.map(Body::new);
             }
             let label = next_label(&server, "get");
-            emit!(kind::STREAM_OPEN, session = %named, stream = %label, style = "rmcp", last_event_id = %last);
+            emit!(kind::STREAM_OPEN, session = %named, stream = %label.1, style = "rmcp", last_event_id = %last);
             relay(server, named, label, response)
         }
         Method::DELETE => {
@@ -438,19 +444,43 @@ fn is_event_stream(headers: &HeaderMap) -> bool {
     header(headers, "content-type").is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
-fn next_label(server: &Server, kind: &str) -> String {
+/// A stream's number and label (`post-N`, `get-N`).
+fn next_label(server: &Server, kind: &str) -> (u64, String) {
     let mut live = lock(&server.live);
     live.streams += 1;
-    format!("{kind}-{}", live.streams)
+    (live.streams, format!("{kind}-{}", live.streams))
+}
+
+/// A stream that has ended, waiting for [`close_in_order`] to close it.
+struct Closing {
+    session: String,
+    label: String,
+    by: &'static str,
+    out: mpsc::UnboundedSender<Bytes>,
+}
+
+/// Close the streams that ended at this instant in the order they opened. Streams end together
+/// when rmcp drops a session's worker (see the module docs), in its hash map's order, which
+/// differs from process to process: each ended stream registers, yields once (so every task the
+/// same drop woke has registered), and the first to resume closes the whole batch by number,
+/// dropping each body's sender (hyper then ends each response in that order) and logging it.
+async fn close_in_order(server: &Server, number: u64, stream: Closing) {
+    lock(&server.live).closing.insert(number, stream);
+    tokio::task::yield_now().await;
+    let batch = std::mem::take(&mut lock(&server.live).closing);
+    for stream in batch.into_values() {
+        drop(stream.out);
+        emit!(kind::STREAM_CLOSE, session = %stream.session, stream = %stream.label, by = stream.by);
+    }
 }
 
 /// The response with its SSE body passed through [`relay_stream`].
-fn relay(server: Arc<Server>, session: String, label: String, response: RmcpResponse) -> Response {
+fn relay(server: Arc<Server>, session: String, (number, label): (u64, String), response: RmcpResponse) -> Response {
     let (parts, inner) = response.into_parts();
     let (out, out_rx) = mpsc::unbounded_channel::<Bytes>();
     tokio::task::spawn_local(async move {
         let by = relay_stream(&server, &session, &label, inner, &out).await;
-        emit!(kind::STREAM_CLOSE, session = %session, stream = %label, by);
+        close_in_order(&server, number, Closing { session, label, by, out }).await;
     });
     let stream = futures_util::stream::unfold(out_rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, std::convert::Infallible>(b), rx)) });
     let mut response = Response::from_parts(parts, Body::from_stream(stream));

@@ -1501,6 +1501,23 @@ fn reply_accounting_flags_a_sent_reply_the_client_never_read() {
     assert_one(&run(outcome_checks::reply_accounting, events), "reply_accounting", 5, "but the client read");
 }
 
+// K1 (docs/findings.md, rmcp): the client cancelled its call, its bridge failed the call
+// locally (rmcp's client does: src/service.rs:1547-1553) and the relayer's reply, sent after,
+// went nowhere: the client read nothing. MCP owes a cancelled request nothing. A cancellation
+// written only after the reply could have reached the client excuses nothing.
+#[test]
+fn reply_accounting_owes_nothing_to_a_request_the_client_cancelled() {
+    let reply = tool_result(json!("relay-1"), "remember a1: done", false);
+    let mut early = accepted_call();
+    early.push(cancel(50, json!(1))); // 5
+    early.push(r_sent(111, "1", "a1", "s1", &reply)); // 6
+    assert_clean(&run(outcome_checks::reply_accounting, early));
+    let mut late = accepted_call();
+    late.push(r_sent(111, "1", "a1", "s1", &reply)); // 5
+    late.push(cancel(500, json!(1))); // 6
+    assert_one(&run(outcome_checks::reply_accounting, late), "reply_accounting", 5, "but the client read nothing");
+}
+
 #[test]
 fn reply_accounting_passes_a_reply_on_a_stream_that_closed_at_once() {
     // The stream died before the frame could cross: the reply was lost, not swallowed.

@@ -122,10 +122,16 @@ impl Facts<'_> {
     /// answer a cancelled request and the client to ignore an answer that comes anyway, so
     /// whatever answers it (mcp-proxy's own "Request cancelled" error) is no lie to the user.
     fn cancelled_by_client(&self, request: &Request) -> bool {
+        self.cancelled_by_client_by(request, u64::MAX)
+    }
+
+    /// Whether the client cancelled `request` (as in [`Self::cancelled_by_client`]) at or before
+    /// `until_ms`.
+    fn cancelled_by_client_by(&self, request: &Request, until_ms: u64) -> bool {
         let Some(id) = &request.id else { return false };
         let until = request.answered.as_ref().map_or(self.trace.events.len(), |a| a.index);
         let written = self.trace.events.get(request.index + 1..until).unwrap_or_default();
-        written.iter().filter(|e| e.host == host::CLIENT && e.kind == kind::MCP_SEND).any(|e| {
+        written.iter().filter(|e| e.host == host::CLIENT && e.kind == kind::MCP_SEND && e.at_ms <= until_ms).any(|e| {
             let msg = message(e);
             msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
                 && msg.pointer("/params/requestId").map(Value::to_string).as_ref() == Some(id)
@@ -239,6 +245,14 @@ pub fn reply_accounting(facts: &Facts<'_>) -> Vec<Violation> {
             }
             if !carried {
                 verdicts::excused("the stream carrying the reply closed before it could arrive");
+                continue;
+            }
+            // The client cancelled the request before the reply could reach it: MCP asks the
+            // receiver not to answer and the client to ignore an answer that comes anyway, so
+            // nothing is owed (a bridge may fail the request locally and drop the late reply,
+            // as rmcp's client does: src/service.rs:1547-1553).
+            if facts.cancelled_by_client_by(request, arrives) {
+                verdicts::excused("the client cancelled the request");
                 continue;
             }
             if answer.is_none() && arrives + facts.sweep_period_ms > facts.horizon_ms {

@@ -130,3 +130,75 @@ fn rmcp_server_loses_a_response_whose_stream_was_cut() {
     assert!(outcome.trace.of_kind(kind::REPLY_SENT).all(|(_, e)| e.text("id") != "1"), "no reply ever left for the call:\n{trace}");
     assert_eq!(answered(&outcome), ["0"], "the call is never answered:\n{trace}");
 }
+
+/// Replay a race a hunt found, kept in `scenarios/races/sdk_<name>.json`.
+fn race(name: &str) -> Outcome {
+    let path = format!("{}/races/sdk_{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
+    run(&harness::family::Scenario::from_json(&text, harness::families::FAMILIES).unwrap())
+}
+
+/// The answer the client read for `id`, if any.
+fn answer_to(outcome: &Outcome, id: &serde_json::Value) -> Option<serde_json::Value> {
+    outcome
+        .trace
+        .of_kind(kind::MCP_RECV)
+        .filter_map(|(_, e)| serde_json::from_str::<serde_json::Value>(&e.text("msg")).ok())
+        .find(|msg| msg.get("id") == Some(id))
+}
+
+/// Whether the relayer accepted the client's notification of step `note` (a 202 POST).
+fn note_accepted(outcome: &Outcome, note: &str) -> bool {
+    outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.text("note") == note && e.num("status") == 202)
+}
+
+// Goal: a cancellation of a request the bridge never forwarded fails no other request
+// (docs/findings.md, rmcp, K2). Method: the race the seed-2026 hunt found
+// (v1.sdk.none.e448cf93b6e3ff69, shrunk): at 308 ms the client cancels id 1, which it never
+// sent, while the bridge connects; its next call, id 2, is the first request rmcp numbers
+// upstream, as 1. The bridge decided the cancellation against an empty table and sent it as
+// written; once it was sent, rmcp failed its own pending request 1 (src/service.rs:1547-1553),
+// and the client read "task cancelled" for a call it never cancelled, whose tool went on to
+// succeed. Now what a cancellation names is decided under the lock rmcp numbers requests
+// under, so the cancellation goes (as written) before call 2 is numbered.
+#[test]
+fn a_cancellation_of_an_unknown_request_fails_no_other_call() {
+    let outcome = race("cancel_of_an_unknown_request_fails_the_next_call");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let answer = answer_to(&outcome, &serde_json::json!(2)).expect("call 2 answered");
+    assert_eq!(answer.pointer("/result/isError"), Some(&serde_json::json!(false)), "{trace}");
+    assert!(note_accepted(&outcome, "2"), "the cancellation still reaches the relayer:\n{trace}");
+}
+
+// Goal: a notification written while the bridge has no session waits for one (docs/findings.md,
+// rmcp, K3). Method: the race the seed-2026 hunt found (v1.sdk.none.a703fe600c477f7c, shrunk):
+// the session's `initialize` reply is swallowed, so rmcp's handshake hangs until a restart cuts
+// it at 7250 ms; the client's progress note of 1424 ms was written meanwhile. The bridge dropped
+// it when its connect failed, while the client's later call "5" connected again and reached the
+// relayer. Now it waits in the outbox and goes first once a session exists.
+#[test]
+fn a_notification_written_while_the_connect_fails_waits_for_the_session() {
+    let outcome = race("note_dropped_while_the_connect_fails");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert!(outcome.trace.of_kind(kind::FAULT_FIRED).any(|(_, e)| e.text("fault") == "swallow_reply"), "{trace}");
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let posts: Vec<(String, String)> = outcome.trace.of_kind(kind::HTTP_POST).map(|(_, e)| (e.text("note"), e.text("client_id"))).collect();
+    let note = posts.iter().position(|(note, _)| note == "5").expect("the progress note reached the relayer");
+    let call = posts.iter().position(|(_, client)| client == "\"5\"").expect("call \"5\" reached the relayer");
+    assert!(note < call, "the note goes before the later call: {posts:?}\n{trace}");
+}
+
+// Goal: the same for cancellations (K3). Method: the race the seed-7 hunt found
+// (v1.sdk.none.5ea63608af217112, shrunk): every stream flaps while the bridge connects, so
+// rmcp's handshake fails twice ("connection closed: initialize response"); the client's
+// cancellations of 311 and 820 ms (of requests it never sent) were dropped, while its call 3
+// connected and reached the relayer. Now both wait and are sent, in order, before call 3.
+#[test]
+fn cancellations_written_while_the_connect_fails_wait_for_the_session() {
+    let outcome = race("cancellations_dropped_while_the_connect_fails");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert!(outcome.trace.of_kind(kind::FAULT_FIRED).any(|(_, e)| e.text("fault") == "stream_flap"), "{trace}");
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    assert!(note_accepted(&outcome, "2") && note_accepted(&outcome, "3"), "{trace}");
+}
