@@ -607,6 +607,7 @@ impl Bridge {
                 state.session = Some(data.to_string());
                 state.connecting = false;
                 state.orphan_streak = 0;
+                state.session_since = seam::now();
                 drop(state);
                 emit!(kind::SSE_ENDPOINT, gen, session = data);
                 self.kick();
@@ -742,7 +743,11 @@ impl Bridge {
         state.closed_out.insert_for(id_key(&entry.upstream), seam::now(), entry.id.clone());
         let remembered = state.closed_out.len();
         let stream_up = state.session.is_some();
-        if stream_up {
+        // An orphan of this session: admitted while it was up, so its whole deadline ran here. A
+        // call that waited out most of its deadline for a stream and reached this one just
+        // before it expired says nothing about the session, and closing a working session for
+        // it would fail the calls still waiting behind it (soak token v1.relay.none.edb32a14ee4e18eb).
+        if stream_up && entry.started_at >= state.session_since {
             state.orphan_streak += 1;
         }
         drop(state);

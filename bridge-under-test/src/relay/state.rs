@@ -128,6 +128,9 @@ pub struct State {
     pub last_activity: Instant,
     /// Consecutive orphaned calls on the current session.
     pub orphan_streak: u32,
+    /// When the current session's endpoint arrived: only a call admitted since then, whose whole
+    /// deadline ran on this session, is evidence that the session is broken.
+    pub session_since: Instant,
     /// stdin reached EOF: nothing new is admitted.
     pub closing: bool,
 }
@@ -153,6 +156,7 @@ impl State {
             attempt: 0,
             last_activity: now,
             orphan_streak: 0,
+            session_since: now,
             closing: false,
         }
     }

@@ -21,7 +21,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, ServerJsonRpcMessage};
-use rmcp::transport::streamable_http_client::{SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse};
+use rmcp::transport::streamable_http_client::{
+    HttpStatusError, SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+};
 use sse_stream::{Sse, SseStream};
 
 use crate::seam;
@@ -148,8 +150,16 @@ impl StreamableHttpClient for SimHttpClient {
         }
         let session = session_of(&response);
         if !status.is_success() {
-            // A JSON-RPC error in the body is the server's answer (as rmcp's clients read it).
             let is_json = content_type_is(&response, JSON);
+            // A rate limit, and a server error without JSON, are a failed send whatever the body
+            // says, as rmcp's own client classifies them before reading it
+            // (`transport/common/reqwest/streamable_http_client.rs:83-93, 335-343`): the sender
+            // learns its message was not taken and may send it again.
+            if status == StatusCode::TOO_MANY_REQUESTS || (status.is_server_error() && !is_json) {
+                let retry_after = response.headers().get(http::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+                return Err(StreamableHttpError::HttpStatus(HttpStatusError::new(status.as_u16(), retry_after)));
+            }
+            // A JSON-RPC error in the body is the server's answer (as rmcp's clients read it).
             let body = body_bytes(response).await?;
             if is_json && !matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
                 if let Ok(error @ JsonRpcMessage::Error(_)) = serde_json::from_slice::<ServerJsonRpcMessage>(&body) {

@@ -1025,10 +1025,16 @@ fn orphans_reconnect_passes_an_abandoned_session_and_flags_a_kept_one() {
     let orphan = |at_ms, id: &str| {
         bridge(at_ms, kind::CALL_CLOSED_OUT, &[("id", json!(id)), ("method", json!("tools/call")), ("stream", json!("up"))])
     };
-    let good = vec![std_spec(), endpoint(0, 1), orphan(1_000, "1"), orphan(1_500, "2"), closed(1_500, 1, "orphans")];
-    facts_of(good, |facts| assert_eq!(orphans_reconnect(facts), vec![]));
-    let bad = vec![std_spec(), endpoint(0, 1), orphan(1_000, "1"), orphan(1_500, "2"), connect(3_000, 9, 0)];
-    facts_of(bad, |facts| assert_one(&orphans_reconnect(facts), "orphans_reconnect", 3, "kept it"));
+    let admit = |at_ms, id: &str| bridge(at_ms, kind::CALL_ADMIT, &[("id", json!(id)), ("method", json!("tools/call"))]);
+    let on_session = |end: TraceEvent| {
+        vec![std_spec(), endpoint(0, 1), admit(0, "1"), admit(10, "2"), orphan(1_000, "1"), orphan(1_500, "2"), end]
+    };
+    facts_of(on_session(closed(1_500, 1, "orphans")), |facts| assert_eq!(orphans_reconnect(facts), vec![]));
+    facts_of(on_session(connect(3_000, 9, 0)), |facts| assert_one(&orphans_reconnect(facts), "orphans_reconnect", 5, "kept it"));
+    // Calls admitted before the endpoint waited out their deadline for a stream: no orphans of
+    // this session (soak token v1.relay.none.edb32a14ee4e18eb), so keeping it is right.
+    let carried = vec![std_spec(), admit(0, "1"), admit(10, "2"), endpoint(900, 1), orphan(1_000, "1"), orphan(1_500, "2"), connect(3_000, 9, 0)];
+    facts_of(carried, |facts| assert_eq!(orphans_reconnect(facts), vec![]));
 }
 
 #[test]

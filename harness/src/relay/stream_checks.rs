@@ -67,9 +67,14 @@ pub fn reconnect_backoff(facts: &Facts<'_>) -> Vec<Violation> {
 }
 
 /// Two consecutive calls orphaned on one healthy-looking session mean the session is broken:
-/// the bridge abandons it within one sweep period.
+/// the bridge abandons it within one sweep period. An orphan of a session is a call admitted
+/// while the session was up (at or after its endpoint), so that its whole deadline ran there and
+/// no reply came; a call that waited out its deadline for a stream says nothing about the one
+/// it reached last.
 pub fn orphans_reconnect(facts: &Facts<'_>) -> Vec<Violation> {
     let mut streak: Option<(usize, u64, u64)> = None; // (event index, time, count) on this session
+    let mut admitted: BTreeMap<String, u64> = BTreeMap::new();
+    let mut session_since: Option<u64> = None;
     let mut found = Vec::new();
     let due = facts.sweep_period_ms + facts.slack_ms;
     for (index, event) in facts.bridge_events() {
@@ -81,12 +86,25 @@ pub fn orphans_reconnect(facts: &Facts<'_>) -> Vec<Violation> {
             }
         }
         match event.kind.as_str() {
+            kind::CALL_ADMIT => {
+                admitted.insert(event.text("id"), event.at_ms);
+            }
             kind::CALL_CLOSED_OUT if event.text("stream") == "up" => {
-                let count = streak.map_or(0, |(_, _, count)| count) + 1;
-                streak = Some((index, event.at_ms, count));
+                let since = session_since.unwrap_or(u64::MAX);
+                if admitted.get(&event.text("id")).is_some_and(|at| *at >= since) {
+                    let count = streak.map_or(0, |(_, _, count)| count) + 1;
+                    streak = Some((index, event.at_ms, count));
+                }
             }
             kind::CALL_REPLY if event.text("source") == "upstream" => streak = None,
-            kind::SSE_CLOSED | kind::SSE_ENDPOINT | kind::BRIDGE_EXIT => streak = None,
+            kind::SSE_ENDPOINT => {
+                streak = None;
+                session_since = Some(event.at_ms);
+            }
+            kind::SSE_CLOSED | kind::BRIDGE_EXIT => {
+                streak = None;
+                session_since = None;
+            }
             _ => {}
         }
     }

@@ -202,3 +202,22 @@ fn cancellations_written_while_the_connect_fails_wait_for_the_session() {
     assert_eq!(outcome.violations, vec![], "{trace}");
     assert!(note_accepted(&outcome, "2") && note_accepted(&outcome, "3"), "{trace}");
 }
+
+// Goal: a notification the server refused with 429 is known to the bridge as not sent
+// (docs/findings.md, K4: our seam's error). Method: the race the seed-2026 hunt found
+// (v1.sdk.none.a703fe600c477f7c, shrunk again after K3): the client's cancellation of 853 ms is
+// POSTed at 1300 ms inside a 429 window. Our hyper client read the 429's JSON-RPC error body as
+// the server's answer, so rmcp reported the notification sent and the outbox let it go; it never
+// reached the relayer. rmcp's own client fails a 429 before reading its body
+// (`transport/common/reqwest/streamable_http_client.rs:335-343`); ours now does the same: the
+// 429 now fails the handshake's `initialized` at 1150 ms, rmcp starts a new session, and the
+// cancellation waits in the outbox and reaches the relayer on it.
+#[test]
+fn a_notification_refused_with_429_is_sent_again() {
+    let outcome = race("rate_limited_note_reported_sent");
+    let trace = scenarios::snapshot(&outcome.trace);
+    let refused = outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.num("status") == 429);
+    assert!(refused, "the 429 window refuses a POST:\n{trace}");
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    assert!(note_accepted(&outcome, "2"), "the cancellation reaches the relayer after the 429:\n{trace}");
+}
