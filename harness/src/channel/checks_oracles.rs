@@ -3,7 +3,7 @@
 //! resource report against the gateway's view, clock domains, and one agent-visible event per
 //! gateway event.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
@@ -239,8 +239,14 @@ pub fn nothing_after_close(facts: &Facts<'_>) -> Vec<Violation> {
 /// and an approval whose stamp had passed on the bridge's clock when it arrived is not tracked.
 pub fn clock_domains(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
-    // The gateway's last delivered stamp per approval id, with the offset in force.
-    let mut sent: BTreeMap<String, (Option<i64>, i64)> = BTreeMap::new();
+    // The gateway's delivered stamps per request id not yet read by the bridge, oldest first,
+    // each with the offset in force. Two requests for one id can be sent within a tick, the
+    // second recorded before the bridge reads the first (soak tokens
+    // v1.channel.none.b026f46afb398f24, v1.channel.none.5fbc15e7cda0babf): the stamp that
+    // judges a tracking is the one of the frame the bridge read, paired in order.
+    let mut sent: BTreeMap<String, VecDeque<(Option<i64>, i64)>> = BTreeMap::new();
+    // The stamp of the request frame the bridge read last, per id.
+    let mut read: BTreeMap<String, (Option<i64>, i64)> = BTreeMap::new();
     let mut offset = 0i64;
     for (index, event) in facts.trace.events.iter().enumerate() {
         match (event.host.as_str(), event.kind.as_str()) {
@@ -253,13 +259,22 @@ pub fn clock_domains(facts: &Facts<'_>) -> Vec<Violation> {
                     && event.get("delivered") == Some(&Value::Bool(true)) =>
             {
                 let stamp = event.text("expires_at_ms").parse::<i64>().ok();
-                sent.insert(event.text("id"), (stamp, offset));
+                sent.entry(event.text("id")).or_default().push_back((stamp, offset));
+            }
+            (host::BRIDGE, kind::CHANNEL_FRAME) => {
+                let frame: Value = serde_json::from_str(&event.text("text")).unwrap_or(Value::Null);
+                let requested = frame.get("event").and_then(Value::as_str).is_some_and(|e| e.ends_with(".requested"));
+                let Some(id) = frame.pointer("/payload/id").and_then(Value::as_str).filter(|_| requested) else { continue };
+                if let Some(stamp) = sent.get_mut(id).and_then(VecDeque::pop_front) {
+                    read.insert(id.to_string(), stamp);
+                }
             }
             (host::BRIDGE, kind::PENDING_ADD)
                 if event.text("map") == "approval" && event.get("repeat") != Some(&Value::Bool(true)) =>
             {
                 let id = event.text("id");
-                let Some((stamp, offset)) = sent.get(&id) else { continue };
+                let oldest = || sent.get(&id).and_then(VecDeque::front);
+                let Some((stamp, offset)) = read.get(&id).or_else(oldest) else { continue };
                 let tracked = event.num("now_ms");
                 let cap = tracked + facts.permission_ttl_ms;
                 let want = match stamp {

@@ -593,6 +593,21 @@ fn clock_domains_judges_the_gateway_stamp_ahead_and_behind() {
     assert!(run(clock_domains, behind)[0].contains("had passed"));
 }
 
+// Two requests for one id sent within a tick: the second send is recorded before the bridge
+// reads the first frame (soak token v1.channel.none.b026f46afb398f24). The tracking is judged
+// by the stamp of the frame the bridge read, paired in order, not by the gateway's last one.
+#[test]
+fn clock_domains_pairs_a_repeated_request_with_the_frame_read() {
+    let first = (BASE + 20 * MIN).to_string();
+    let second = (BASE + 20 * MIN + 1_800).to_string();
+    let read = |stamp: &str| frame(MIN, &json!({"event": "exec.approval.requested", "payload": {"id": "a", "expiresAtMs": stamp.parse::<u64>().unwrap()}}).to_string());
+    let tracked = |stored| vec![sent(MIN - 900, "a", &first), sent(MIN - 100, "a", &second), read(&first), add(MIN, "approval", "a", stored, &first, (0, 1))];
+    assert_eq!(run(clock_domains, tracked(BASE + 20 * MIN)), Vec::<String>::new());
+    // Storing the later stamp for the first frame is still wrong.
+    let found = run(clock_domains, tracked(BASE + 20 * MIN + 1_800));
+    assert!(found.len() == 1 && found[0].contains("stored expiry"), "{found:?}");
+}
+
 fn handed(at_ms: u64, id: u64, events: Value) -> TraceEvent {
     let text = json!({"outcome": "events", "events": events}).to_string();
     let result = json!({"content": [{"type": "text", "text": text}]});
