@@ -5,6 +5,7 @@
 use std::rc::Rc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -77,7 +78,7 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
     // stall are no requests in flight, and must not make the daemon look busy to a drain.
     let counted = (!is_control(&request.method)).then(|| Active::admit(ctx));
     ctx.state.borrow_mut().last_request.clone_from(&request.id);
-    let outcome = with_frames(ctx, &mut writer, &request, (interval_ms, admitted)).await;
+    let outcome = with_frames(ctx, (&mut lines, &mut writer), &request, (interval_ms, admitted)).await;
     drop(counted);
     let Ok(outcome) = outcome else { return };
     let (ok, code) = (
@@ -153,10 +154,14 @@ fn control(method: &str) -> bool {
 }
 
 /// Run the request's work, writing a progress frame at `first_frame_ms` after dispatch and then
-/// every interval until it ends. `Err` when the client has gone.
-async fn with_frames<W: AsyncWriteExt + Unpin>(
+/// every interval until it ends. `Err` when the client has gone: a write failed, or, after a
+/// frame, the client's side of the connection has ended. A frame written late (the event loop
+/// was stalled) may find its client long gone, failed over to another daemon with the same
+/// action; work nobody waits for is dropped there, before it reaches upstream a second time
+/// (soak token v1.daemon.none.a9dcec5822732a2a).
+async fn with_frames<R: AsyncBufReadExt + Unpin, W: AsyncWriteExt + Unpin>(
     ctx: &Rc<Ctx>,
-    writer: &mut W,
+    (lines, writer): (&mut tokio::io::Lines<R>, &mut W),
     request: &Request,
     (interval_ms, admitted): (Option<u64>, seam::Instant),
 ) -> std::io::Result<Result<Value, Failure>> {
@@ -172,11 +177,20 @@ async fn with_frames<W: AsyncWriteExt + Unpin>(
             outcome = &mut work => return Ok(outcome),
             () = tokio::time::sleep_until(next) => {
                 write_line(ctx, writer, &wire::progress(&frame_id(ctx, &request.id))).await?;
+                if client_gone(lines) {
+                    return Err(std::io::ErrorKind::BrokenPipe.into());
+                }
                 // After a stall, one frame, then the cadence again: no burst of stale frames.
                 next = (next + interval).max(seam::now());
             }
         }
     }
+}
+
+/// Whether the client has ended its side of the connection (it writes one request, then only
+/// reads), looked at without waiting: `next_line` is cancel safe.
+fn client_gone<R: AsyncBufReadExt + Unpin>(lines: &mut tokio::io::Lines<R>) -> bool {
+    matches!(lines.next_line().now_or_never(), Some(Ok(None) | Err(_)))
 }
 
 /// The id a progress frame carries: the request's own, or, under the crossed-frames fault,

@@ -538,3 +538,21 @@ fn a_stale_start_lock_is_broken_once_its_holder_is_gone() {
     let done = events(&outcome, kind::CLI_DONE);
     assert_eq!(done.iter().map(|e| e.text("outcome")).collect::<Vec<_>>(), ["ok"]);
 }
+
+// Goal: work whose client has left is not run (at most one execution per user action, MODEL.md
+// §4.5). Method: replay the case the 20-seed soak of aa20432 found (daemon seed
+// 0x44dc28a6e2a29aa5, case 1594, token v1.daemon.none.a9dcec5822732a2a, shrunk): a stall
+// freezes pid 1 with a1.1 admitted and its first progress frame unwritten; the CLI's idle budget
+// ends at 1529 ms, it fails over (MODEL.md §2.4: one restart-and-retry) and runs the action as
+// a1.2 on pid 2. When the stall ended pid 1 wrote its frame into the closed connection and went
+// on to run a1.1 upstream as well: the tool executed twice. Now a daemon that finds its client
+// gone after a frame drops the work.
+#[test]
+fn a_stalled_daemon_drops_work_its_client_left() {
+    let outcome = race("stalled_daemon_runs_work_its_client_left");
+    assert_eq!(outcome.violations, vec![]);
+    let failed_over = events(&outcome, kind::CLI_FAIL).iter().any(|e| e.text("id") == "a1.1" && e.text("reason") == "idle");
+    assert!(failed_over, "a1.1 did not fail on its idle budget: the race was not exercised");
+    let execs: Vec<String> = events(&outcome, kind::SERVER_EXEC).iter().map(|e| e.text("request")).filter(|r| r.starts_with("a1.")).collect();
+    assert_eq!(execs, ["a1.2"], "action 1 runs upstream once, as its retry");
+}
