@@ -137,7 +137,7 @@ fn launch(
 }
 
 /// Listen, write the metadata, serve connections until a `stop` is answered, or until the
-/// metadata names another daemon and nothing is left in flight (a peer superseded this one).
+/// metadata names another daemon and no connection is left (a peer superseded this one).
 async fn run(ctx: Rc<Ctx>, machine: &Machine) -> std::io::Result<Exit> {
     knobs::wait_while(&ctx.knobs, |k| k.hang).await;
     let socket = port(SOCKET_BASE, ctx.pid);
@@ -171,8 +171,12 @@ async fn run(ctx: Rc<Ctx>, machine: &Machine) -> std::io::Result<Exit> {
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             () = ctx.stop.notified() => return Ok(Exit::Stop),
             () = seam::sleep_ms(POLL_MS) => {
+                // Nothing left in flight means every connection served, not only every work
+                // counted: a response still waiting to be written (a stalled loop) dies with
+                // the process, and its client runs the action again elsewhere (soak token
+                // v1.daemon.none.83de4b1d805e3f93).
                 let superseded = machine.metadata().is_some_and(|m| m.pid != ctx.pid);
-                if superseded && ctx.state.borrow().active == 0 {
+                if superseded && connections.is_empty() {
                     return Ok(Exit::Superseded);
                 }
             }

@@ -556,3 +556,22 @@ fn a_stalled_daemon_drops_work_its_client_left() {
     let execs: Vec<String> = events(&outcome, kind::SERVER_EXEC).iter().map(|e| e.text("request")).filter(|r| r.starts_with("a1.")).collect();
     assert_eq!(execs, ["a1.2"], "action 1 runs upstream once, as its retry");
 }
+
+// Goal: a superseded daemon exits only once every connection is served, its replies written
+// (MODEL.md §4.5, §4.6). Method: replay the case the 20-seed soak of aa20432 found most often
+// (daemon seed 0xe0f39db3f5049ab5, case 621, token v1.daemon.none.83de4b1d805e3f93, shrunk;
+// 11 of its 41 daemon tokens were this): a peer's daemon took the metadata, and pid 1 kept
+// serving a2.1. A stall held a2.1's response when its work ended; the daemon stopped counting
+// it, saw itself superseded and idle, and exited with the reply unwritten: the CLI read a reset,
+// ran the action again on the new daemon, and the tool executed twice. Now it waits for its
+// connections.
+#[test]
+fn a_superseded_daemon_writes_its_replies_before_it_exits() {
+    let outcome = race("superseded_daemon_exits_with_a_reply_unwritten");
+    assert_eq!(outcome.violations, vec![]);
+    assert!(events(&outcome, kind::DAEMON_EXIT).iter().any(|e| e.text("reason") == "superseded"), "no daemon was superseded: the race was not exercised");
+    let execs = events(&outcome, kind::SERVER_EXEC).iter().filter(|e| e.text("request").starts_with("a2.")).count();
+    assert_eq!(execs, 1, "action 2 runs upstream once");
+    let done = events(&outcome, kind::CLI_DONE).into_iter().find(|e| e.num("action") == 2).map(|e| (e.text("outcome"), e.num("attempts")));
+    assert_eq!(done, Some(("ok".to_string(), 1)), "action 2 is answered by the daemon that ran it");
+}
