@@ -508,7 +508,10 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
                     continue;
                 };
                 let version = fleet.actions.get(&action).map_or(0, |(_, version)| *version);
-                let edition = fleet.edition_at(start, facts.slack_ms);
+                // The config the CLI read: at its start, or again when a restart went through
+                // `ensure_daemon` after an edit (soak token v1.daemon.none.f3e84fe19935db61: an
+                // edit during action 2's restart made the daemon it had just launched stale).
+                let editions = [fleet.edition_at(start, facts.slack_ms), fleet.edition_at(event.at_ms, facts.slack_ms)];
                 let own = stopped_by.get(&action);
                 let replaced: Vec<u64> = exits
                     .iter()
@@ -516,7 +519,7 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
                     .map(|(_, _, pid)| *pid)
                     .filter(|pid| own.is_some_and(|pids| pids.contains(pid)))
                     .collect();
-                let stale = |pid: &u64| edition.is_none_or(|edition| fleet.stale(*pid, version, edition) != Some(false));
+                let stale = |pid: &u64| editions.iter().any(|edition| edition.is_none_or(|edition| fleet.stale(*pid, version, edition) != Some(false)));
                 if replaced.is_empty() || replaced.iter().any(stale) {
                     verdicts::held();
                 } else if let Some(mechanism) = facts.cut_before(action, event.at_ms) {

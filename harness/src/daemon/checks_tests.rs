@@ -412,19 +412,25 @@ fn daemon_request(at_ms: u64, pid: u64, id: &str) -> TraceEvent {
 fn no_needless_launch_judges_staleness_from_the_daemons_not_the_cli() {
     // Replacing a protocol-1 daemon for a protocol-2 CLI, or one started before a config edit,
     // is needed; the CLI's own reason is not read.
-    let replace = |protocol: u64, edit: bool| {
+    let replace_edited_at = |protocol: u64, edit: Option<u64>| {
         let mut events = vec![spec(), daemon_start(0, 1, protocol, "config-1")];
-        if edit {
-            events.push(fault(100, "config_edit", "start"));
-        }
         events.extend([versioned_action(200, 1, 2), cli_stop(550, 1, "c1.1-stop", 1), exit(600, 1, "stop"), cli_launch(650, 1, 2), launch(700, 2), done(1_000, 1)]);
+        if let Some(at) = edit {
+            events.push(fault(at, "config_edit", "start"));
+            events.sort_by_key(|e| e.at_ms);
+        }
         run(no_needless_launch, events)
     };
+    let replace = |protocol: u64, edit: bool| replace_edited_at(protocol, edit.then_some(100));
     assert_eq!(replace(1, false), vec![]);
     assert_eq!(replace(2, true), vec![]);
     let found = replace(2, false);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("healthy daemon"), "{}", found[0].detail);
+    // An edit during the action, read again by the restart before it replaced the daemon (soak
+    // token v1.daemon.none.f3e84fe19935db61), makes the daemon stale; one after the launch not.
+    assert_eq!(replace_edited_at(2, Some(350)), vec![]);
+    assert_eq!(replace_edited_at(2, Some(900)).len(), 1);
 }
 
 #[test]
