@@ -440,6 +440,15 @@ impl Bridge {
             let Some((body, header_key, id, path)) = self.claim(gen, key, seq, attempt) else { return };
             let status = self.post(&path, header_key.as_deref(), body).await;
             emit!(kind::POST_STATUS, id = %id, status, attempt);
+            if status == 404 {
+                return self.close_stream(gen, "expired");
+            }
+            // Answered while its POST was out (a replay the relayer answered from its log), its
+            // id may already name the client's next request: this status is not that one's
+            // (soak token v1.relay.none.bd50eed5fc16b1eb).
+            if !self.owed(key, seq) {
+                return;
+            }
             match status {
                 200..=299 => {
                     if let Some(entry) = self.state.borrow_mut().inflight.get_mut(key) {
@@ -447,7 +456,6 @@ impl Bridge {
                     }
                     return;
                 }
-                404 => return self.close_stream(gen, "expired"),
                 status if self.retries_left(status, attempt) => backoff(attempt).await,
                 // A network error on a request the relayer already accepted says nothing about
                 // the work: it stays owed, for the next session's replay (answered from the
@@ -457,6 +465,11 @@ impl Bridge {
                 status => return self.reject(key, &rejection_text(status, attempt + 1)),
             }
         }
+    }
+
+    /// Whether request `seq` is still in flight under `key`.
+    fn owed(&self, key: &str, seq: u64) -> bool {
+        self.state.borrow().inflight.get(key).is_some_and(|entry| entry.seq == seq)
     }
 
     /// Whether the relayer accepted a POST of the request.

@@ -1606,6 +1606,33 @@ fn truthful_endings_reads_the_initialize_that_came_before_the_answer() {
     assert_clean(&run(outcome_checks::truthful_endings, events));
 }
 
+// Soak seed 0x13b4886d286131aa (v1.relay.none.75d5a14eba2f9d63): ping 11 waited behind a refused
+// notification and was closed out unsent at 8000 ms; in that millisecond the client sent a new
+// ping 11, which the relayer received at 8300 ms under a new upstream id. That POST is the new
+// ping's, the one still unanswered, not the first's, answered 300 ms before it (within the
+// slack a POST in flight at a close-out may arrive by).
+#[test]
+fn truthful_endings_gives_a_post_to_the_request_of_that_id_still_unanswered() {
+    let ping = json!({"jsonrpc": "2.0", "id": 11, "method": "ping"});
+    let never_sent = "no reply within 1019 ms: the request was never sent to the relayer.";
+    let rewritten = |at_ms: u64, kind: &str, extra: (&str, Value)| {
+        let fields = [("session", json!("s1")), ("id", json!("relay-10")), ("client_id", json!("11")), ("method", json!("ping")), ("action", json!("")), extra];
+        TraceEvent::new(at_ms, host::RELAYER, kind, &fields)
+    };
+    let events = vec![
+        spec(1_019, 500, 400, 20_000),                                             // 0
+        r_open(0, "s1"),                                                           // 1
+        send(6_715, &ping),                                                        // 2
+        recv(8_000, &rpc_error(Some(json!(11)), -32000, never_sent)),             // 3
+        send(8_000, &ping),                                                        // 4
+        rewritten(8_300, kind::HTTP_POST, ("status", json!(202))),                 // 5
+        rewritten(8_300, kind::REPLY_SENT, ("msg", json!(json!({"jsonrpc": "2.0", "id": "relay-10", "result": {}}).to_string()))), // 6
+        recv(8_350, &json!({"jsonrpc": "2.0", "id": 11, "result": {}})),           // 7
+    ];
+    assert_clean(&run(outcome_checks::truthful_endings, events.clone()));
+    assert_clean(&run(outcome_checks::reply_accounting, events));
+}
+
 /// A call refused 503 three times on `s1`, answered at 790 with `text`: events 0–6.
 fn refused_thrice(text: &str) -> Vec<TraceEvent> {
     vec![

@@ -225,16 +225,22 @@ impl Stories {
                     let rewritten = !client.is_empty() && client != upstream && event.text("action").is_empty();
                     // Of those, one the client still waits for comes first: a request closed out
                     // before any POST of it (say, while the stream was down) is not what a later
-                    // request reusing its id sends.
+                    // request reusing its id sends. One still unanswered at the POST comes before
+                    // one answered within a slack of it (a POST in flight at a close-out reaches
+                    // the relayer after the client read the close-out): a ping closed out unsent
+                    // at 8000 ms is not the ping of that id the client sent again at 8000 ms and
+                    // the relayer received at 8300 ms (soak token v1.relay.none.75d5a14eba2f9d63).
                     let fifo = || {
                         let candidates = by_id.get(client.as_str())?;
                         let unclaimed = |n: &usize| {
                             let request = &facts.requests[*n];
                             !claimed.contains(n) && request.method == method && request.at_ms <= event.at_ms + facts.slack_ms
                         };
-                        let waiting = |n: &usize| facts.requests[*n].answered.as_ref().is_none_or(|a| a.at_ms + facts.slack_ms >= event.at_ms);
-                        let first = candidates.iter().copied().find(|n| unclaimed(n) && waiting(n));
-                        first.or_else(|| candidates.iter().copied().find(unclaimed))
+                        let waiting = |slack: u64| {
+                            move |n: &usize| facts.requests[*n].answered.as_ref().is_none_or(|a| a.at_ms + slack >= event.at_ms)
+                        };
+                        let first = |slack: u64| candidates.iter().copied().find(|n| unclaimed(n) && waiting(slack)(n));
+                        first(0).or_else(|| first(facts.slack_ms)).or_else(|| candidates.iter().copied().find(unclaimed))
                     };
                     let found = match (rewritten, carried.get(&upstream)) {
                         (true, Some(n)) => Some(*n),

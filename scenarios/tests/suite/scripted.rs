@@ -511,6 +511,26 @@ fn the_next_notification_of_a_method_is_no_retry_of_one_refused_for_good() {
     assert!(accepted[0].0 > refused.last().unwrap().0, "step 4 was accepted after its refusals: {cancels:?}");
 }
 
+// Goal: what a POST's status says is recorded for the request that POST carried, never for the
+// next request of its id. Method: replay the case the 20-seed soak reported (relay seed
+// 0xd86e1b75d0b0570e, token v1.relay.none.bd50eed5fc16b1eb, shrunk): call 2 (a1) is replayed
+// after a bounce, the relayer answers it from its log at 2700 ms, the client reads the answer
+// and sends a new call 2 (a4) at 2750 ms, and only then does the replay POST's 202 reach the
+// bridge. The bridge marked a4 accepted, and a4, never sent while the stream flapped, was closed
+// out with "the reply was lost. The work may have completed" (truthful_endings).
+#[test]
+fn a_post_status_belongs_to_the_request_it_carried() {
+    let outcome = race("relay_post_status_given_to_the_next_request_of_its_id");
+    assert_eq!(outcome.violations, vec![]);
+    let answers = replies(&outcome, 2);
+    let text = |msg: &Value| msg.pointer("/result/content/0/text").and_then(Value::as_str).unwrap_or("").to_string();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(text(&answers[0]), "recall a1: done", "the race this case keeps did not happen: {answers:?}");
+    let posts = events(&outcome, kind::HTTP_POST);
+    assert!(!posts.iter().any(|e| e.text("action") == "a4"), "a4 was never sent in this case");
+    assert!(text(&answers[1]).contains("never sent to the relayer"), "a4's ending: {:?}", answers[1]);
+}
+
 // Goal: requests of one id outstanding together at the client are told apart by what answered
 // them. Method: replay the case the 20-seed soak reported (relay seed 0x4b1b42cdeeb97268, case
 // 133, token v1.relay.none.422a2bc06fcf6136, shrunk): the client reuses id "r7" for a recall
@@ -651,6 +671,8 @@ fn mutants_gate_relay() {
         "relay_backoff_kept_after_a_chosen_close",
         "relay_note_dropped_after_its_retries",
         "relay_initialized_note_given_up",
+        "relay_post_status_given_to_the_next_request_of_its_id",
+        "relay_ping_closed_out_unsent_then_sent_again",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
