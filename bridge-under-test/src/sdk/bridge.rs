@@ -2,10 +2,12 @@
 //! one. The stdio side is an rmcp server (`ServerHandler::serve` on the pipes); each request it
 //! receives is forwarded through an rmcp client (`().serve(StreamableHttpClientTransport)`) to
 //! the remote server, and the answer (or rmcp's error) goes back. The upstream client is made on
-//! first use and made again once rmcp reports its service closed. Nothing here times anything
-//! out, retries or reconnects: every such decision is rmcp's.
+//! first use and made again once rmcp reports its service closed. Requests are rmcp's to time
+//! out, retry and reconnect. The client's notifications are the bridge's: nobody can be told one
+//! was lost, so they wait in an outbox, in the client's order, until the server accepts them.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -49,6 +51,10 @@ pub struct Proxy {
     /// Each forwarded request still waiting, by the client's id (canonical JSON): a client's
     /// cancellation names the request upstream by its own id.
     forwarded: Arc<std::sync::Mutex<BTreeMap<String, Forwarded>>>,
+    /// Whether a task is trying the outbox again after a refusal (at most one).
+    retrying: Arc<AtomicBool>,
+    /// Set once stdin closed: nothing connects again.
+    closing: Arc<AtomicBool>,
 }
 
 /// A request the bridge is forwarding.
@@ -62,7 +68,7 @@ enum Forwarded {
 
 impl Proxy {
     pub fn new(config: SdkBridgeConfig) -> Self {
-        Self { config: Arc::new(config), upstream: Arc::default(), outbox: Arc::default(), forwarded: Arc::default() }
+        Self { config: Arc::new(config), upstream: Arc::default(), outbox: Arc::default(), forwarded: Arc::default(), retrying: Arc::default(), closing: Arc::default() }
     }
 
     /// The upstream peer, connecting (rmcp's `initialize` handshake) when there is none or the
@@ -87,9 +93,10 @@ impl Proxy {
     /// Send what the outbox still holds, then close the upstream session (rmcp's `cancel`), if
     /// there is one.
     pub async fn shutdown(&self) {
+        self.closing.store(true, Ordering::SeqCst);
         let live = self.upstream.lock().await.as_ref().filter(|s| !s.is_closed()).map(|s| s.peer().clone());
         if let Some(peer) = live {
-            self.flush(&peer, &mut *self.outbox.lock().await).await;
+            let _ = self.flush(&peer, &mut *self.outbox.lock().await).await;
         }
         if let Some(service) = self.upstream.lock().await.take() {
             let _ = service.cancel().await;
@@ -126,7 +133,15 @@ impl Proxy {
         let peer = self.peer().await?;
         let handle = {
             let mut outbox = self.outbox.lock().await;
-            self.flush(&peer, &mut outbox).await;
+            // The client's order holds: a request goes after the notifications written before
+            // it. One the server still refuses after the retries keeps the request unsent, and
+            // the request fails saying so, rather than wait on a refusal that may be for good.
+            if let Err(refused) = self.flush(&peer, &mut outbox).await {
+                drop(outbox);
+                self.retry_later();
+                let text = format!("{what}: not sent, to keep the client's order: the server refused a notification the client wrote before it ({refused})");
+                return Err(ErrorData::internal_error(text, None));
+            }
             let options = PeerRequestOptions::no_options().with_meta(context.meta.clone());
             let handle = peer.send_request_with_option(request, options).await.map_err(|e| upstream_error(what, e))?;
             let numbered = Forwarded::Upstream(handle.id.clone());
@@ -145,19 +160,59 @@ impl Proxy {
     async fn notify(&self, notification: ClientNotification) {
         self.outbox.lock().await.push_back(notification);
         if let Ok(peer) = self.peer().await {
-            self.flush(&peer, &mut *self.outbox.lock().await).await;
+            if self.flush(&peer, &mut *self.outbox.lock().await).await.is_err() {
+                self.retry_later();
+            }
         }
     }
 
-    /// Send the outbox in order; one rmcp fails to send stays first, for the next flush.
-    async fn flush(&self, peer: &Peer<RoleClient>, outbox: &mut VecDeque<ClientNotification>) {
-        while let Some(note) = outbox.pop_front() {
-            let Some(routed) = self.route(note.clone()) else { continue };
-            if peer.send_notification(routed).await.is_err() {
-                outbox.push_front(note);
-                return;
+    /// Send the outbox in order, each notification tried again after a refusal
+    /// (`NOTE_RETRIES` times, backing off). One still refused stays first, for the next flush:
+    /// the error is the last refusal. A session that ended ends the flush at once (the next
+    /// request connects again).
+    async fn flush(&self, peer: &Peer<RoleClient>, outbox: &mut VecDeque<ClientNotification>) -> Result<(), String> {
+        while let Some(note) = outbox.front().cloned() {
+            let Some(routed) = self.route(note) else {
+                outbox.pop_front();
+                continue;
+            };
+            let mut attempt = 0;
+            while let Err(refused) = peer.send_notification(routed.clone()).await {
+                if attempt == NOTE_RETRIES || peer.is_transport_closed() {
+                    return Err(refused.to_string());
+                }
+                tokio::time::sleep(note_backoff(attempt)).await;
+                attempt += 1;
             }
+            outbox.pop_front();
         }
+        Ok(())
+    }
+
+    /// Keep trying the outbox after a refusal, on a backoff capped at `NOTE_RETRY_CAP`, until
+    /// it is empty or the bridge shuts down: a client that writes nothing more is owed its
+    /// notifications all the same. One such task at a time.
+    fn retry_later(&self) {
+        if self.retrying.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let proxy = self.clone();
+        tokio::spawn(async move {
+            let mut attempt = 0;
+            loop {
+                tokio::time::sleep(note_backoff(NOTE_RETRIES + attempt).min(NOTE_RETRY_CAP)).await;
+                attempt += 1;
+                if proxy.closing.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(peer) = proxy.peer().await else { continue };
+                let mut outbox = proxy.outbox.lock().await;
+                if outbox.is_empty() || proxy.flush(&peer, &mut outbox).await.is_ok() {
+                    break;
+                }
+            }
+            proxy.retrying.store(false, Ordering::SeqCst);
+        });
     }
 
     /// What a notification names upstream. A cancellation of a request rmcp has numbered names
@@ -179,6 +234,16 @@ impl Proxy {
             None => Some(note),
         }
     }
+}
+
+/// How often a refused notification is tried again before the request behind it fails.
+const NOTE_RETRIES: u32 = 3;
+/// The longest wait between the outbox's later tries.
+const NOTE_RETRY_CAP: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The wait before try `attempt + 1` of a refused notification: 100 ms, doubling.
+fn note_backoff(attempt: u32) -> std::time::Duration {
+    std::time::Duration::from_millis(100 << attempt.min(10))
 }
 
 /// A cancellation naming `id` instead.

@@ -221,3 +221,40 @@ fn a_notification_refused_with_429_is_sent_again() {
     assert_eq!(outcome.violations, vec![], "{trace}");
     assert!(note_accepted(&outcome, "2"), "the cancellation reaches the relayer after the 429:\n{trace}");
 }
+
+// Goal: a request waits behind a notification the server refused, and the notification is
+// tried again until the server takes it (docs/findings.md, K5: our bridge). Method: the race
+// the seed-2026 hunt found (v1.sdk.none.11edf264b861b770, shrunk): a 401 window refuses the
+// client's cancellation at 600 ms; the flush before the call at 587 ms tried it once more and
+// let the call go, accepted, while nothing ever sent the cancellation again
+// (`notifications_delivered`). Now the flush retries it on a backoff and the call goes after it.
+#[test]
+fn a_request_waits_behind_a_refused_notification() {
+    let outcome = race("refused_note_passed_by_a_later_request");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert!(outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.num("status") == 401), "the 401 window refuses a POST:\n{trace}");
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let posts: Vec<(String, String, u64)> = outcome.trace.of_kind(kind::HTTP_POST).map(|(_, e)| (e.text("note"), e.text("method"), e.num("status"))).collect();
+    let note = posts.iter().position(|(note, _, status)| note == "2" && (200..300).contains(status));
+    let call = posts.iter().position(|(_, method, _)| method == "tools/call");
+    assert!(note.is_some() && call.is_some() && note < call, "the cancellation is accepted before the call is sent: {posts:?}");
+}
+
+// Goal: a refusal that outlasts the retries neither hangs the request behind it nor loses the
+// notification. Method: the K5 race with its 401 window stretched to 5 s: the call fails at once
+// saying it was not sent and why, and the cancellation, tried again on a capped backoff while
+// the client writes nothing more, reaches the server once the window ends.
+#[test]
+fn a_refusal_past_the_retries_fails_the_request_unsent_and_keeps_the_notification() {
+    let path = format!("{}/races/sdk_refused_note_passed_by_a_later_request.json", env!("CARGO_MANIFEST_DIR"));
+    let mut scenario: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    scenario["family"]["faults"][0]["for_ms"] = serde_json::json!(5_000);
+    let outcome = run(&harness::family::Scenario::from_json(&scenario.to_string(), harness::families::FAMILIES).unwrap());
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let answer = answer_to(&outcome, &serde_json::json!(-1)).expect("the call is answered");
+    let text = answer.pointer("/error/message").and_then(serde_json::Value::as_str).unwrap_or_default();
+    assert!(text.contains("not sent") && text.contains("401"), "the call fails unsent, naming the refusal: {answer}");
+    assert!(!outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.text("method") == "tools/call"), "the call was never sent:\n{trace}");
+    assert!(note_accepted(&outcome, "2"), "the cancellation reaches the server after the window:\n{trace}");
+}
