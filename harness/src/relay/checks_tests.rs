@@ -2620,6 +2620,27 @@ fn refused_requests_resent_flags_a_refused_request_left_to_its_deadline() {
     assert_clean(&run(retry_checks::refused_requests_resent, refused_uninitialized(8_990, vec![])));
 }
 
+// Soak (relay, token v1.relay.none.74f376fe355cd9e2): a 500 window refused the new session's
+// handshake from before the refused call could go again until past its deadline; no session
+// could be initialized for it. The excuse needs the window to have refused the handshake and to
+// last until the deadline: a window that ended in time, or one that refused only other POSTs,
+// excuses nothing.
+#[test]
+fn refused_requests_resent_excuses_a_window_that_refused_the_handshake_until_the_deadline() {
+    let window = |phase: &str, at_ms: u64| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("post_reject")), ("phase", json!(phase)), ("detail", json!("w"))]);
+    let faulted = |at_ms: u64, method: &str| {
+        let mut post = r_post(at_ms, "s1", "", method, "", 500);
+        post.fields.push(("cause".to_string(), json!("fault")));
+        post
+    };
+    let case = |end_ms: u64, method: &str| vec![r_post(40, "s1", "relay-init-2", "initialize", "", 202), window("start", 50), faulted(60, method), faulted(400, method), window("end", end_ms)];
+    assert_clean(&run(retry_checks::refused_requests_resent, refused_uninitialized(11, case(1_000, "notifications/initialized"))));
+    let ended_in_time = run(retry_checks::refused_requests_resent, refused_uninitialized(11, case(500, "notifications/initialized")));
+    assert_one(&ended_in_time, "refused_requests_resent", 4, "never sent again");
+    let other_posts = run(retry_checks::refused_requests_resent, refused_uninitialized(11, case(1_000, "notifications/progress")));
+    assert_one(&other_posts, "refused_requests_resent", 4, "never sent again");
+}
+
 #[test]
 fn a_streamable_http_answer_counts_as_accepted() {
     // Streamable HTTP answers a request with 200 (its reply, as JSON or a stream of its own):

@@ -172,6 +172,14 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
 /// it is never left to be closed out at its deadline, nor left waiting while stdin stays open.
 /// Read from the relayer's log (the refusal, the later POSTs of the request) and the client's
 /// stdio (its answer, stdin's end).
+///
+/// One excuse, by its mechanism: a window of refused POSTs (`post_reject`, `post_reset`) that
+/// refused the bridge's new handshake (its `initialize` or `notifications/initialized`, as the
+/// relayer logged them) and lasted until the request's deadline was near. The request may go
+/// only on an initialized session, and no handshake could complete before the close-out (soak
+/// token v1.relay.none.74f376fe355cd9e2: a 500 window from 4650 to 5650 ms refused the new
+/// session's `initialized` three times; the call's deadline was 5434 ms). A bridge that stops
+/// trying the handshake while POSTs would be accepted has no excuse.
 pub fn refused_requests_resent(facts: &Facts<'_>) -> Vec<Violation> {
     let eof = facts.stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
     let mut found = Vec::new();
@@ -179,6 +187,7 @@ pub fn refused_requests_resent(facts: &Facts<'_>) -> Vec<Violation> {
         let story = &facts.stories.of[n];
         let Some((refused, refused_ms, session)) = story.refusals.last().filter(|_| request.judged()) else { continue };
         if story.posts.iter().any(|p| p.index > *refused) {
+            verdicts::held();
             continue;
         }
         let answer = request.answered.as_ref();
@@ -186,6 +195,7 @@ pub fn refused_requests_resent(facts: &Facts<'_>) -> Vec<Violation> {
         // keep it back), and needs a round trip to send again.
         let told = facts.stories.released_ms(session, *refused_ms, facts.slack_ms) + 2 * facts.slack_ms;
         if answer.is_some_and(|a| a.at_ms <= told) {
+            verdicts::held();
             continue;
         }
         // A close-out while no session was up is no missed resend (`truthful_endings` holds the
@@ -194,6 +204,13 @@ pub fn refused_requests_resent(facts: &Facts<'_>) -> Vec<Violation> {
         let waiting = answer.is_none() && eof > facts.horizon_ms;
         if !(closed_out || waiting) || answer.is_some_and(|a| a.at_ms + facts.slack_ms >= eof) {
             continue;
+        }
+        if let Some(answer) = answer.filter(|_| closed_out) {
+            let deadline = request.at_ms + facts.call_timeout_ms;
+            if let Some(window) = handshake_refused_through(facts, *refused_ms, deadline.min(answer.at_ms)) {
+                verdicts::excused(window);
+                continue;
+            }
         }
         let ending = answer.map_or("was never answered".to_string(), |a| format!("was closed out at {} ms", a.at_ms));
         let detail = format!(
@@ -205,4 +222,26 @@ pub fn refused_requests_resent(facts: &Facts<'_>) -> Vec<Violation> {
         found.push(facts.violation("refused_requests_resent", *refused, detail));
     }
     capped(found)
+}
+
+/// The refusal window, if any, that refused a handshake POST of the bridge's after `from` and
+/// lasted until a round trip before `until`: no session could be initialized for the request
+/// in time.
+fn handshake_refused_through(facts: &Facts<'_>, from: u64, until: u64) -> Option<&'static str> {
+    let round_trip = 2 * facts.slack_ms;
+    facts.stories.refusal_windows.iter().find_map(|(name, start, end)| {
+        let covers = *start <= until && end + round_trip >= until;
+        let refused_handshake = facts.stories.all_posts.iter().any(|(index, at, _, _, method, _)| {
+            let cause = facts.trace.events[*index].text("cause");
+            (method == "initialize" || method == "notifications/initialized")
+                && (cause == "fault" || cause == "reset")
+                && from.max(*start) <= *at
+                && *at <= *end
+        });
+        (covers && refused_handshake).then_some(if name == "post_reject" {
+            "a post_reject window refused the new session's handshake until the deadline"
+        } else {
+            "a post_reset window reset the new session's handshake until the deadline"
+        })
+    })
 }

@@ -83,6 +83,9 @@ pub struct Stories {
     pub holds: Vec<Hold>,
     /// Windowed and instant faults that act on every request: `(name, start, end)`.
     pub global_faults: Vec<(String, u64, u64)>,
+    /// Windows in which the relayer refused or reset POSTs (`post_reject`, `post_reset`):
+    /// `(name, start, end)`.
+    pub refusal_windows: Vec<(String, u64, u64)>,
     /// The heal phase, if the run reached it.
     pub heal_ms: Option<u64>,
     /// When the client closed stdin, and why (`end` or `fault`).
@@ -320,6 +323,9 @@ impl Stories {
         }
         if GLOBAL_FAULTS.contains(&name) {
             self.global_faults.push((name.to_string(), start, end));
+        }
+        if matches!(name, "post_reject" | "post_reset") {
+            self.refusal_windows.push((name.to_string(), start, end));
         }
     }
 

@@ -673,6 +673,7 @@ fn mutants_gate_relay() {
         "relay_initialized_note_given_up",
         "relay_post_status_given_to_the_next_request_of_its_id",
         "relay_ping_closed_out_unsent_then_sent_again",
+        "relay_handshake_refused_until_the_refused_calls_deadline",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
