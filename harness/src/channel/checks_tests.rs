@@ -608,6 +608,22 @@ fn clock_domains_pairs_a_repeated_request_with_the_frame_read() {
     assert!(found.len() == 1 && found[0].contains("stored expiry"), "{found:?}");
 }
 
+// A request the gateway sent as its connection ended never reached the bridge (soak tokens
+// v1.channel.none.0ecf10637cf8ee43, v1.channel.none.198c80eea7e18477): the bridge read EOF, the
+// gateway sent the id again on the next connection, and the bridge tracked that frame. The
+// first stamp judges nothing the bridge read.
+#[test]
+fn clock_domains_forgets_requests_a_closed_connection_never_delivered() {
+    let lost = (BASE + 20 * MIN).to_string();
+    let again = (BASE + 50 * MIN).to_string();
+    let closed = TraceEvent::new(MIN - 50, host::BRIDGE, kind::GATEWAY_CLOSED, &[("reason", json!("eof"))]);
+    let read = frame(2 * MIN, &json!({"event": "exec.approval.requested", "payload": {"id": "a", "expiresAtMs": again.parse::<u64>().unwrap()}}).to_string());
+    let tracked = |stored| vec![sent(MIN - 100, "a", &lost), closed.clone(), sent(2 * MIN - 10, "a", &again), read.clone(), add(2 * MIN, "approval", "a", stored, &again, (0, 1))];
+    assert_eq!(run(clock_domains, tracked(BASE + 50 * MIN)), Vec::<String>::new());
+    let found = run(clock_domains, tracked(BASE + 20 * MIN));
+    assert!(found.len() == 1 && found[0].contains("stored expiry"), "{found:?}");
+}
+
 fn handed(at_ms: u64, id: u64, events: Value) -> TraceEvent {
     let text = json!({"outcome": "events", "events": events}).to_string();
     let result = json!({"content": [{"type": "text", "text": text}]});

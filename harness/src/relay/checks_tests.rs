@@ -1130,6 +1130,39 @@ fn user_outcomes_passes_the_relayers_answer_and_flags_a_false_close_out() {
     assert_one(&run(user_outcomes, bad), "user_outcomes", 6, "untouched by any fault");
 }
 
+// supergateway 4.0.0 over Streamable HTTP (live.v1.relay.none.3987bec57b9d79f5): the client
+// reused id "15" for a tools/list while its tools/call "15" was in flight. supergateway refuses
+// no such reuse: it forwarded both, renumbered (14 and 15), and answered each with its own
+// result, the list's first. The checkers took the second request for a duplicate the bridge
+// refused, so no relayer event belonged to it, and paired the list's answer with the call.
+// (The hunt's verdict did not reproduce in 3 replays, and this trace passes the checkers as
+// they stand: it pins their reading of the case, both answers true.)
+#[test]
+fn user_outcomes_follows_both_requests_of_an_id_a_bridge_forwarded_in_flight() {
+    let upstream = |at_ms: u64, kind: &str, id: u64, method: &str, action: &str, extra: (&str, Value)| {
+        let fields = [("session", json!("s1")), ("id", json!(id)), ("client_id", json!("\"15\"")), ("method", json!(method)), ("action", json!(action)), extra];
+        TraceEvent::new(at_ms, host::RELAYER, kind, &fields)
+    };
+    let listed = list_result(json!(15));
+    let called = tool_result(json!(14), "recall a16: done", false);
+    let mut events = vec![
+        std_spec(),                                                                    // 0
+        r_open(0, "s1"),                                                               // 1
+        send(10, &call(json!("15"), "a16")),                                           // 2
+        upstream(14, kind::HTTP_POST, 14, "tools/call", "a16", ("status", json!(200))), // 3
+        send(51, &list(json!("15"))),                                                  // 4
+        upstream(55, kind::HTTP_POST, 15, "tools/list", "", ("status", json!(200))),   // 5
+        upstream(55, kind::REPLY_SENT, 15, "tools/list", "", ("msg", json!(listed.to_string()))), // 6
+        upstream(56, kind::REPLY_SENT, 14, "tools/call", "a16", ("msg", json!(called.to_string()))), // 7
+    ];
+    let mut listed_for_client = listed.clone();
+    listed_for_client["id"] = json!("15");
+    events.push(recv(58, &listed_for_client)); // 8
+    events.push(recv(59, &tool_result(json!("15"), "recall a16: done", false))); // 9
+    assert_clean(&run(outcome_checks::user_outcomes, events.clone()));
+    assert_clean(&run(outcome_checks::reply_accounting, events));
+}
+
 #[test]
 fn user_outcomes_excuses_a_request_a_fault_fired_on() {
     let mut events = answered_call();

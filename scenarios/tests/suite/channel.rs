@@ -386,6 +386,7 @@ fn mutants_gate_channel() {
         "gateway_socket_after_close",
         "invalid_request_unanswered",
         "reset_mid_burst_never_ends_the_gateway_connection",
+        "request_sent_as_the_connection_ended",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
