@@ -2205,6 +2205,14 @@ fn sessions_initialized_holds_the_initialized_notification_to_the_client() {
     used.extend(probe()); // 1, 2
     used.extend([send(100, &note), r_post(106, "probe", "\"relay-1\"", "tools/call", "a1", 202)]);
     assert_one(&run(sessions_initialized, used), "sessions_initialized", 2, "the client had not sent it");
+    // One kept open, whose server ping the bridge answers itself, carries nothing of the
+    // client's (mcp-remote 0.15.1, live.v1.relay.none.6da153b120cd4d23: the probe's GET stream
+    // stayed open and mcp-remote answered the server's ping on it, a POST with an id and no
+    // method).
+    let mut answered = vec![std_spec()];
+    answered.extend(probe());
+    answered.extend([send(100, &note), r_post(106, "probe", "\"srv-100\"", "", "", 202)]);
+    assert_clean(&run(sessions_initialized, answered));
 }
 
 #[test]

@@ -22,9 +22,11 @@ pub fn sessions_initialized(facts: &Facts<'_>) -> Vec<Violation> {
     const NOTE: &str = "notifications/initialized";
     let mut initialized = BTreeSet::new();
     let mut found = Vec::new();
+    // A request on it (an answer to the server's own request, with an id and no method, may be
+    // the bridge's: mcp-remote answers the server's ping on its probe session itself).
     let serves_client = |session: &str| {
         facts.stories.all_posts.iter().any(|(_, _, s, id, method, status)| {
-            s == session && !id.is_empty() && method != "initialize" && *status == 202
+            s == session && !id.is_empty() && !method.is_empty() && method != "initialize" && *status == 202
         })
     };
     let client_note = facts.trace.events.iter().enumerate().find(|(_, e)| {
