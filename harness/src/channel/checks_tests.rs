@@ -618,10 +618,15 @@ fn clock_domains_forgets_requests_a_closed_connection_never_delivered() {
     let again = (BASE + 50 * MIN).to_string();
     let closed = TraceEvent::new(MIN - 50, host::BRIDGE, kind::GATEWAY_CLOSED, &[("reason", json!("eof"))]);
     let read = frame(2 * MIN, &json!({"event": "exec.approval.requested", "payload": {"id": "a", "expiresAtMs": again.parse::<u64>().unwrap()}}).to_string());
-    let tracked = |stored| vec![sent(MIN - 100, "a", &lost), closed.clone(), sent(2 * MIN - 10, "a", &again), read.clone(), add(2 * MIN, "approval", "a", stored, &again, (0, 1))];
+    let conn = TraceEvent::new(MIN, host::GATEWAY, kind::GATEWAY_CONN, &[("conn", json!(2))]);
+    let tracked = |stored| vec![sent(MIN - 100, "a", &lost), closed.clone(), conn.clone(), sent(2 * MIN - 10, "a", &again), read.clone(), add(2 * MIN, "approval", "a", stored, &again, (0, 1))];
     assert_eq!(run(clock_domains, tracked(BASE + 50 * MIN)), Vec::<String>::new());
     let found = run(clock_domains, tracked(BASE + 20 * MIN));
     assert!(found.len() == 1 && found[0].contains("stored expiry"), "{found:?}");
+    // The lost send recorded after the bridge's EOF, before the gateway took the next
+    // connection (soak token v1.channel.none.31b648191af9b314).
+    let late = vec![closed.clone(), sent(MIN - 40, "a", &lost), conn, sent(2 * MIN - 10, "a", &again), read.clone(), add(2 * MIN, "approval", "a", BASE + 50 * MIN, &again, (0, 1))];
+    assert_eq!(run(clock_domains, late), Vec::<String>::new());
 }
 
 fn handed(at_ms: u64, id: u64, events: Value) -> TraceEvent {

@@ -387,6 +387,7 @@ fn mutants_gate_channel() {
         "invalid_request_unanswered",
         "reset_mid_burst_never_ends_the_gateway_connection",
         "request_sent_as_the_connection_ended",
+        "request_sent_after_the_bridge_read_eof",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
