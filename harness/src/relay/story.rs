@@ -239,10 +239,8 @@ impl Stories {
                             let request = &facts.requests[*n];
                             !claimed.contains(n) && request.method == method && request.at_ms <= event.at_ms + facts.slack_ms
                         };
-                        let waiting = |slack: u64| {
-                            move |n: &usize| facts.requests[*n].answered.as_ref().is_none_or(|a| a.at_ms + slack >= event.at_ms)
-                        };
-                        let first = |slack: u64| candidates.iter().copied().find(|n| unclaimed(n) && waiting(slack)(n));
+                        let waiting = |n: usize, slack: u64| facts.requests[n].answered.as_ref().is_none_or(|a| a.at_ms + slack >= event.at_ms);
+                        let first = |slack: u64| candidates.iter().copied().find(|n| unclaimed(n) && waiting(*n, slack));
                         first(0).or_else(|| first(facts.slack_ms)).or_else(|| candidates.iter().copied().find(unclaimed))
                     };
                     let found = match (rewritten, carried.get(&upstream)) {
