@@ -1567,6 +1567,40 @@ fn reply_accounting_passes_a_reply_on_a_stream_that_closed_at_once() {
     assert_clean(&run(outcome_checks::reply_accounting, events));
 }
 
+// v1.sdk.none.bd781b3b354518b9 (rmcp's client, family sdk): the relayer wrote the reply to the
+// call's own POST stream (`post-7`) while a flap cut that stream's every connection, each
+// resumption closed as it opened, until the client left; the session's first stream, the
+// standalone GET, stayed open, and the checker took that one for the reply's carrier. A reply
+// belongs to the stream it was written to and to that stream's resumptions (the server replays
+// its log to them): one that stayed open long enough owes the reply.
+#[test]
+fn reply_accounting_follows_the_stream_the_reply_was_written_to() {
+    let on = |at_ms, kind, label: &str| relayer(at_ms, kind, &[("session", json!("s1")), ("stream", json!(label))]);
+    let reply = tool_result(json!("relay-1"), "remember a1: done", false);
+    let sent = relayer(111, kind::REPLY_SENT, &[
+        ("id", json!("1")),
+        ("client_id", json!("1")),
+        ("action", json!("a1")),
+        ("session", json!("s1")),
+        ("stream", json!("post-3")),
+        ("msg", json!(reply.to_string())),
+    ]);
+    let flapping = |resumed_until: u64| {
+        let mut events = accepted_call(); // an unlabelled stream of s1 open throughout
+        events.extend([on(11, kind::STREAM_OPEN, "post-3"), on(60, kind::STREAM_CLOSE, "post-3")]); // 5, 6
+        events.push(sent.clone()); // 7
+        events.extend([on(150, kind::STREAM_OPEN, "post-3"), on(150, kind::STREAM_CLOSE, "post-3")]); // 8, 9
+        events.extend([on(300, kind::STREAM_OPEN, "post-3"), on(resumed_until, kind::STREAM_CLOSE, "post-3")]); // 10, 11
+        events.push(eof(5_000)); // 12
+        events
+    };
+    // Every resumption closed at once: the reply could not arrive.
+    assert_clean(&run(outcome_checks::reply_accounting, flapping(300)));
+    // A resumption that stayed open carried it (the log replays): the client owed it.
+    let found = run(outcome_checks::reply_accounting, flapping(4_000));
+    assert_one(&found, "reply_accounting", 7, "on s1 stream post-3 (a connection open from 300 until 4000 ms), but the client read nothing");
+}
+
 #[test]
 fn reply_accounting_flags_an_answer_taken_from_another_request() {
     let mut events = accepted_call();

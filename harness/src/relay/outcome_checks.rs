@@ -231,8 +231,12 @@ pub fn reply_accounting(facts: &Facts<'_>) -> Vec<Violation> {
         let answer = request.answered.as_ref();
         for sent in &story.sent {
             let released = facts.stories.released_ms(&sent.session, sent.at_ms, 2 * slack);
-            let Some(stream) = facts.stories.stream(&sent.session) else { continue };
-            let carried = stream.closed_ms.is_none_or(|closed| closed > released + 2 * slack);
+            // The stream it was written to carries it, or a resumption of that stream does. A
+            // reply in a POST's JSON body has no stream of its own: the session's ending cuts it.
+            let carrier = match facts.stories.carrier(&sent.session, &sent.stream, released, 2 * slack, eof) {
+                Some(carrier) => carrier,
+                None => facts.stories.stream(&sent.session).filter(|s| s.closed_ms.is_none_or(|closed| closed > released + 2 * slack)),
+            };
             let arrives = released + 2 * slack;
             // Still owed when it arrived: the client had not read an answer yet, nor closed.
             let owed = answer.is_none_or(|a| a.at_ms > arrives) && arrives < eof;
@@ -243,10 +247,10 @@ pub fn reply_accounting(facts: &Facts<'_>) -> Vec<Violation> {
             if !owed {
                 continue;
             }
-            if !carried {
-                verdicts::excused("the stream carrying the reply closed before it could arrive");
+            let Some(stream) = carrier else {
+                verdicts::excused("the stream carrying the reply, and each resumption of it before the client left, closed before it could arrive");
                 continue;
-            }
+            };
             // The client cancelled the request before the reply could reach it: MCP asks the
             // receiver not to answer and the client to ignore an answer that comes anyway, so
             // nothing is owed (a bridge may fail the request locally and drop the late reply,
@@ -261,10 +265,12 @@ pub fn reply_accounting(facts: &Facts<'_>) -> Vec<Violation> {
             let read = answer.map_or("nothing".to_string(), |a| format!("{} at {} ms", a.msg, a.at_ms));
             let id = request.id.as_deref().unwrap_or("");
             let detail = format!(
-                "the relayer sent the reply to {} id {id} at {} ms on {} (open until {}), but the client read {read}",
+                "the relayer sent the reply to {} id {id} at {} ms on {}{} (a connection open from {} until {}), but the client read {read}",
                 request.method,
                 sent.at_ms,
                 sent.session,
+                if sent.stream.is_empty() { String::new() } else { format!(" stream {}", sent.stream) },
+                stream.opened_ms,
                 stream.closed_ms.map_or("the end".to_string(), |c| format!("{c} ms")),
             );
             found.push(facts.violation("reply_accounting", sent.index, detail));

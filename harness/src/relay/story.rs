@@ -18,6 +18,9 @@ use crate::trace::TraceEvent;
 #[derive(Debug, Clone)]
 pub struct Stream {
     pub session: String,
+    /// The stream's name within its session (`get-2`, `post-7`; empty on HTTP+SSE, whose session
+    /// has one stream). A connection that resumes a stream keeps its name.
+    pub label: String,
     pub opened_ms: u64,
     /// When the relayer stopped serving it (its `stream.close`, or a restart); `None`: still open.
     pub closed_ms: Option<u64>,
@@ -40,6 +43,8 @@ pub struct Sent {
     pub index: usize,
     pub at_ms: u64,
     pub session: String,
+    /// The stream it was written to (its `Stream::label`; a JSON body's `json-N` names none).
+    pub stream: String,
     pub msg: Value,
 }
 
@@ -165,7 +170,8 @@ impl Stories {
             by_own_action.or_else(|| carried.get(&event.text("id")).copied()).or_else(|| owner(event, None))
         };
         let mut claimed: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
-        let mut open: BTreeMap<String, usize> = BTreeMap::new();
+        // The connection serving each stream now, by (session, stream name).
+        let mut open: BTreeMap<(String, String), usize> = BTreeMap::new();
         // Windowed faults by their detail (two faults of one kind may overlap): (name, start).
         let mut starts: BTreeMap<String, (String, u64)> = BTreeMap::new();
         // The latest POST the relayer logged: a `post_reset` firing right after it reset it.
@@ -202,12 +208,12 @@ impl Stories {
                     }
                 }
                 (host::RELAYER, kind::STREAM_OPEN) => {
-                    open.insert(event.text("session"), stories.streams.len());
-                    let session = event.text("session");
-                    stories.streams.push(Stream { session, opened_ms: event.at_ms, closed_ms: None, closed_by_client: false });
+                    let (session, label) = (event.text("session"), event.text("stream"));
+                    open.insert((session.clone(), label.clone()), stories.streams.len());
+                    stories.streams.push(Stream { session, label, opened_ms: event.at_ms, closed_ms: None, closed_by_client: false });
                 }
                 (host::RELAYER, kind::STREAM_CLOSE) => {
-                    if let Some(stream) = open.remove(&event.text("session")) {
+                    if let Some(stream) = open.remove(&(event.text("session"), event.text("stream"))) {
                         stories.streams[stream].closed_ms = Some(event.at_ms);
                         stories.streams[stream].closed_by_client = event.text("by") == "client";
                     }
@@ -282,8 +288,8 @@ impl Stories {
                     if init_reply != (facts.requests[n].method == "initialize") {
                         continue;
                     }
-                    let session = event.text("session");
-                    stories.of[n].sent.push(Sent { index, at_ms: event.at_ms, session, msg });
+                    let (session, stream) = (event.text("session"), event.text("stream"));
+                    stories.of[n].sent.push(Sent { index, at_ms: event.at_ms, session, stream, msg });
                 }
                 (host::RELAYER, kind::FAULT_FIRED) => {
                     let fault = event.text("fault");
@@ -327,9 +333,23 @@ impl Stories {
         }
     }
 
-    /// The stream that served `session`.
+    /// The stream that served `session` first (on HTTP+SSE, its only one).
     pub fn stream(&self, session: &str) -> Option<&Stream> {
         self.streams.iter().find(|s| s.session == session)
+    }
+
+    /// The connection that could carry a frame released at `at_ms` to stream `label` of
+    /// `session` to the bridge before `until_ms` (the client left): the one open then, or one
+    /// that resumed the stream later (the server replays its log to it), open `carry_ms` past the
+    /// later of the two. `Some(None)`: every connection closed too soon. `None`: no stream of
+    /// that name was served (a reply in a POST's JSON body).
+    pub fn carrier(&self, session: &str, label: &str, at_ms: u64, carry_ms: u64, until_ms: u64) -> Option<Option<&Stream>> {
+        let mut connections = self.streams.iter().filter(|s| s.session == session && s.label == label).peekable();
+        connections.peek()?;
+        Some(connections.find(|s| {
+            let from = s.opened_ms.max(at_ms);
+            from < until_ms && s.closed_ms.is_none_or(|closed| closed > from + carry_ms)
+        }))
     }
 
     /// When a frame the relayer wrote at `at_ms` to `session` left for the bridge: at once, or

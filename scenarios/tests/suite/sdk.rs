@@ -258,3 +258,25 @@ fn a_refusal_past_the_retries_fails_the_request_unsent_and_keeps_the_notificatio
     assert!(!outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.text("method") == "tools/call"), "the call was never sent:\n{trace}");
     assert!(note_accepted(&outcome, "2"), "the cancellation reaches the server after the window:\n{trace}");
 }
+
+// Goal: a reply is judged on the stream it was written to (a harness error rmcp exposed, #31).
+// Method: the race the long-run hunt found (v1.sdk.none.bd781b3b354518b9, shrunk): the call of
+// 286 s runs while a flap, from 292 s until after the client leaves at 340 s, cuts every
+// connection of its POST stream as it opens; the reply of 339 s goes into that stream's log and
+// no resumption stays open to carry it. The checker took the session's first stream (the
+// standalone GET) for the carrier and flagged `reply_accounting`; the reply belongs to its POST
+// stream and that stream's resumptions.
+#[test]
+fn a_reply_on_a_stream_the_flap_never_let_resume_is_not_owed() {
+    let outcome = race("reply_on_a_flapping_post_stream");
+    let trace = scenarios::snapshot(&outcome.trace);
+    let reply = outcome.trace.of_kind(kind::REPLY_SENT).find(|(_, e)| e.text("stream").starts_with("post-") && e.at_ms > 330_000);
+    let (_, reply) = reply.unwrap_or_else(|| panic!("the relayer writes the call's reply to its POST stream during the flap:\n{trace}"));
+    let carried = outcome.trace.of_kind(kind::STREAM_OPEN).any(|(_, open)| {
+        open.text("stream") == reply.text("stream")
+            && open.at_ms >= reply.at_ms
+            && !outcome.trace.of_kind(kind::STREAM_CLOSE).any(|(_, close)| close.text("stream") == open.text("stream") && close.at_ms == open.at_ms)
+    });
+    assert!(!carried, "every resumption of the reply's stream closes as it opens:\n{trace}");
+    assert_eq!(outcome.violations, vec![], "{trace}");
+}
