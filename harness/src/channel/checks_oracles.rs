@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::{owner_reply, Facts, PERMISSION};
 use crate::check::capped;
-use crate::trace::Violation;
+use crate::trace::{TraceEvent, Violation};
 
 /// Every decision the agent receives answers exactly one owner reply (in the bridge's session,
 /// delivered by the gateway, naming that behaviour and id) made while a permission of that id,
@@ -232,6 +232,62 @@ pub fn nothing_after_close(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
+/// The gateway's approval requests as the bridge read them: each delivered request's stamp
+/// (`expiresAtMs`, if a number) and the clock offset in force, queued per id until the bridge
+/// reads a request frame of that id. Two requests for one id can be sent within a tick, the
+/// second recorded before the bridge reads the first (soak tokens
+/// v1.channel.none.b026f46afb398f24, v1.channel.none.5fbc15e7cda0babf): frames pair with sends
+/// in order. What the gateway sent on a connection whose end the bridge read, and what it sent
+/// between that end and its next connection, never arrives (soak tokens
+/// v1.channel.none.0ecf10637cf8ee43, v1.channel.none.198c80eea7e18477, and
+/// v1.channel.none.31b648191af9b314, the send recorded after the bridge's EOF).
+#[derive(Default)]
+struct RequestFrames {
+    sent: BTreeMap<String, VecDeque<(Option<i64>, i64)>>,
+    offset: i64,
+    between: bool,
+}
+
+impl RequestFrames {
+    /// Take in one event; when it is the bridge reading a request frame that a delivered send
+    /// explains, that send: `(id, (stamp, offset))`.
+    fn step(&mut self, event: &TraceEvent) -> Option<(String, (Option<i64>, i64))> {
+        match (event.host.as_str(), event.kind.as_str()) {
+            (host::SIM, kind::FAULT_INJECTED) if event.text("fault") == "clock_offset" => {
+                let detail: Value = serde_json::from_str(&event.text("detail")).unwrap_or(Value::Null);
+                self.offset = detail.get("offset_ms").and_then(Value::as_i64).unwrap_or(0);
+            }
+            (host::GATEWAY, kind::GATEWAY_CONN) => self.between = false,
+            (host::GATEWAY, kind::GATEWAY_SEND)
+                if !self.between
+                    && event.text("event").ends_with(".requested")
+                    && event.get("delivered") == Some(&Value::Bool(true)) =>
+            {
+                let stamp = event.text("expires_at_ms").parse::<i64>().ok();
+                self.sent.entry(event.text("id")).or_default().push_back((stamp, self.offset));
+            }
+            (host::BRIDGE, kind::GATEWAY_CLOSED) => {
+                self.sent.clear();
+                self.between = true;
+            }
+            (host::BRIDGE, kind::CHANNEL_FRAME) => {
+                let frame: Value = serde_json::from_str(&event.text("text")).unwrap_or(Value::Null);
+                let requested = frame.get("event").and_then(Value::as_str).is_some_and(|e| e.ends_with(".requested"));
+                let id = frame.pointer("/payload/id").and_then(Value::as_str).filter(|_| requested)?;
+                let stamp = self.sent.get_mut(id).and_then(VecDeque::pop_front)?;
+                return Some((id.to_string(), stamp));
+            }
+            _ => {}
+        }
+        None
+    }
+
+    /// The oldest send of `id` the bridge has not read.
+    fn unread(&self, id: &str) -> Option<&(Option<i64>, i64)> {
+        self.sent.get(id).and_then(VecDeque::front)
+    }
+}
+
 /// Clock domains: an approval's `expiresAtMs` is on the gateway's clock, and the bridge judges
 /// it on its own, as MODEL.md §3.4 says, whatever the offset between the clocks (ahead or
 /// behind): the expiry it stores is the stamp the gateway sent (its own record), clamped to the
@@ -239,56 +295,20 @@ pub fn nothing_after_close(facts: &Facts<'_>) -> Vec<Violation> {
 /// and an approval whose stamp had passed on the bridge's clock when it arrived is not tracked.
 pub fn clock_domains(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
-    // The gateway's delivered stamps per request id not yet read by the bridge, oldest first,
-    // each with the offset in force. Two requests for one id can be sent within a tick, the
-    // second recorded before the bridge reads the first (soak tokens
-    // v1.channel.none.b026f46afb398f24, v1.channel.none.5fbc15e7cda0babf): the stamp that
-    // judges a tracking is the one of the frame the bridge read, paired in order.
-    let mut sent: BTreeMap<String, VecDeque<(Option<i64>, i64)>> = BTreeMap::new();
-    // The stamp of the request frame the bridge read last, per id.
+    let mut frames = RequestFrames::default();
+    // The stamp of the request frame the bridge read last, per id: it judges the tracking.
     let mut read: BTreeMap<String, (Option<i64>, i64)> = BTreeMap::new();
-    let mut offset = 0i64;
-    // Between the bridge reading its connection's end and the gateway accepting the next
-    // connection, nothing the gateway sends reaches the bridge.
-    let mut between = false;
     for (index, event) in facts.trace.events.iter().enumerate() {
+        if let Some((id, stamp)) = frames.step(event) {
+            read.insert(id, stamp);
+            continue;
+        }
         match (event.host.as_str(), event.kind.as_str()) {
-            (host::SIM, kind::FAULT_INJECTED) if event.text("fault") == "clock_offset" => {
-                let detail: Value = serde_json::from_str(&event.text("detail")).unwrap_or(Value::Null);
-                offset = detail.get("offset_ms").and_then(Value::as_i64).unwrap_or(0);
-            }
-            (host::GATEWAY, kind::GATEWAY_CONN) => between = false,
-            (host::GATEWAY, kind::GATEWAY_SEND)
-                if !between
-                    && event.text("event").ends_with(".requested")
-                    && event.get("delivered") == Some(&Value::Bool(true)) =>
-            {
-                let stamp = event.text("expires_at_ms").parse::<i64>().ok();
-                sent.entry(event.text("id")).or_default().push_back((stamp, offset));
-            }
-            // The bridge read its connection's end: what the gateway sent on it and the bridge
-            // did not read never arrives (a request sent as the gateway closed it: soak tokens
-            // v1.channel.none.0ecf10637cf8ee43, v1.channel.none.198c80eea7e18477).
-            // The same send may be recorded after the bridge's EOF (soak token
-            // v1.channel.none.31b648191af9b314): `between` drops it.
-            (host::BRIDGE, kind::GATEWAY_CLOSED) => {
-                sent.clear();
-                between = true;
-            }
-            (host::BRIDGE, kind::CHANNEL_FRAME) => {
-                let frame: Value = serde_json::from_str(&event.text("text")).unwrap_or(Value::Null);
-                let requested = frame.get("event").and_then(Value::as_str).is_some_and(|e| e.ends_with(".requested"));
-                let Some(id) = frame.pointer("/payload/id").and_then(Value::as_str).filter(|_| requested) else { continue };
-                if let Some(stamp) = sent.get_mut(id).and_then(VecDeque::pop_front) {
-                    read.insert(id.to_string(), stamp);
-                }
-            }
             (host::BRIDGE, kind::PENDING_ADD)
                 if event.text("map") == "approval" && event.get("repeat") != Some(&Value::Bool(true)) =>
             {
                 let id = event.text("id");
-                let oldest = || sent.get(&id).and_then(VecDeque::front);
-                let Some((stamp, offset)) = read.get(&id).or_else(oldest) else { continue };
+                let Some((stamp, offset)) = read.get(&id).or_else(|| frames.unread(&id)) else { continue };
                 let tracked = event.num("now_ms");
                 let cap = tracked + facts.permission_ttl_ms;
                 let want = match stamp {
@@ -320,26 +340,26 @@ pub fn clock_domains(facts: &Facts<'_>) -> Vec<Violation> {
 
 /// Each gateway event yields at most one agent-visible event, and none about an approval that
 /// was never listable: every approval event a waiter hands the agent has a delivered gateway
-/// event of that name and id not yet accounted for, and a `resolved` one follows a delivered
-/// `requested` of that id whose stamp had not passed when it was sent.
+/// event of that name and id not yet accounted for, and follows a request of that id whose
+/// stamp had not passed on the bridge's clock when the bridge read it (the bridge judges a
+/// stamp on its own clock, MODEL.md §3.4; the gateway's host may read up to a tick ahead of it:
+/// soak token v1.channel.none.41bea1bc849f708c, a stamp 228 ms past at the gateway's send and
+/// 113 ms ahead at the bridge's read).
 pub fn one_event_per_gateway_event(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     // Delivered gateway events not yet seen by the agent: (event name, id) → count.
     let mut unseen: BTreeMap<(String, String), u64> = BTreeMap::new();
-    // Approval ids once listable: a delivered request whose stamp was in the future.
+    // Approval ids once listable: a request the bridge read whose stamp was in its future.
     let mut listable: BTreeMap<String, bool> = BTreeMap::new();
-    let base = facts.clock_base_ms;
+    let mut frames = RequestFrames::default();
     for (index, event) in facts.trace.events.iter().enumerate() {
+        if let Some((id, (stamp, _))) = frames.step(event) {
+            let now = i64::try_from(event.num("now_ms")).unwrap_or(i64::MAX);
+            *listable.entry(id).or_insert(false) |= stamp.is_none_or(|at| at > now);
+        }
         match (event.host.as_str(), event.kind.as_str()) {
             (host::GATEWAY, kind::GATEWAY_SEND) if event.get("delivered") == Some(&Value::Bool(true)) => {
-                let (name, id) = (event.text("event"), event.text("id"));
-                if name.ends_with(".requested") {
-                    let stamp = event.text("expires_at_ms").parse::<i64>().ok();
-                    let live = stamp.is_none_or(|at| at > i64::try_from(base + event.at_ms).unwrap_or(i64::MAX));
-                    let entry = listable.entry(id.clone()).or_insert(false);
-                    *entry |= live;
-                }
-                *unseen.entry((name, id)).or_default() += 1;
+                *unseen.entry((event.text("event"), event.text("id"))).or_default() += 1;
             }
             (host::AGENT, kind::MCP_RECV) => {
                 let msg = facts.msg(index);

@@ -635,18 +635,44 @@ fn handed(at_ms: u64, id: u64, events: Value) -> TraceEvent {
     agent(at_ms, kind::MCP_RECV, &json!({"jsonrpc": "2.0", "id": id, "result": result}))
 }
 
+/// The bridge read the gateway's request for approval `id`, stamped `expires`, at `at_ms`.
+fn read_request(at_ms: u64, id: &str, expires: &str) -> TraceEvent {
+    let payload = json!({"id": id, "expiresAtMs": expires.parse::<u64>().unwrap()});
+    frame(at_ms, &json!({"event": "exec.approval.requested", "payload": payload}).to_string())
+}
+
 #[test]
 fn one_event_per_gateway_event_flags_duplicates_and_unlistable_entries() {
     let future = (BASE + 30 * MIN).to_string();
     let requested = json!([{"type": "exec.approval.requested", "id": "a"}]);
-    let once = vec![sent(MIN, "a", &future), handed(2 * MIN, 1, requested.clone())];
+    let once = vec![sent(MIN, "a", &future), read_request(MIN, "a", &future), handed(2 * MIN, 1, requested.clone())];
     assert_eq!(run(one_event_per_gateway_event, once.clone()), Vec::<String>::new());
     let mut twice = once;
     twice.push(handed(3 * MIN, 2, requested.clone()));
     assert!(run(one_event_per_gateway_event, twice)[0].contains("more often"));
     let past = (BASE + MIN - 1).to_string();
-    let stale = vec![sent(MIN, "a", &past), handed(2 * MIN, 1, requested)];
+    let stale = vec![sent(MIN, "a", &past), read_request(MIN, "a", &past), handed(2 * MIN, 1, requested.clone())];
     assert!(run(one_event_per_gateway_event, stale)[0].contains("never listable"));
+    // A request the bridge never read was never listable either.
+    let unread = vec![sent(MIN, "a", &future), handed(2 * MIN, 1, requested)];
+    assert!(run(one_event_per_gateway_event, unread)[0].contains("never listable"));
+}
+
+// Soak token v1.channel.none.41bea1bc849f708c: the gateway's host clock read up to a tick ahead
+// of the bridge's. The gateway stamped appr-1 to expire 113 ms after the bridge's clock read it,
+// which was 228 ms before the gateway's own send time; the bridge tracked it, as MODEL.md §3.4
+// says (it judges a stamp on its own clock), and handed its event to the agent. Listable is
+// judged on the bridge's clock at the read: the stamp of the gateway's send time judges
+// nothing the bridge could see.
+#[test]
+fn one_event_per_gateway_event_judges_a_stamp_on_the_bridges_clock() {
+    let requested = json!([{"type": "exec.approval.requested", "id": "a"}]);
+    let stamp = (BASE + MIN + 113).to_string();
+    let ahead = vec![sent(MIN + 341, "a", &stamp), read_request(MIN, "a", &stamp), handed(2 * MIN, 1, requested.clone())];
+    assert_eq!(run(one_event_per_gateway_event, ahead), Vec::<String>::new());
+    // Read after its stamp passed on the bridge's clock: never listable.
+    let late = vec![sent(MIN + 341, "a", &stamp), read_request(MIN + 1_000, "a", &stamp), handed(2 * MIN, 1, requested)];
+    assert!(run(one_event_per_gateway_event, late)[0].contains("never listable"));
 }
 
 fn raw(at_ms: u64, line: &str) -> TraceEvent {

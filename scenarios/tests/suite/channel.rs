@@ -388,6 +388,7 @@ fn mutants_gate_channel() {
         "reset_mid_burst_never_ends_the_gateway_connection",
         "request_sent_as_the_connection_ended",
         "request_sent_after_the_bridge_read_eof",
+        "approval_stamped_between_the_hosts_clocks",
     ] {
         assert_eq!(race(name).violations, vec![], "{name}");
     }
