@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotification, CancelledNotificationParam, ClientNotification,
-    ClientRequest, ErrorData, GetMeta, ListToolsRequest, ListToolsResult, NotificationMetaObject, PaginatedRequestParams, PingRequest, RequestId,
+    ClientRequest, ErrorData, GetMeta, ListToolsRequest, ListToolsResult, NotificationMetaObject, NumberOrString, PaginatedRequestParams, PingRequest, RequestId,
     ProgressNotification, ProgressNotificationParam, RootsListChangedNotification, ServerCapabilities, ServerConfig,
     ServerResult, ToolsCapability,
 };
@@ -78,13 +78,26 @@ impl Proxy {
         if let Some(service) = slot.as_ref().filter(|s| !s.is_closed()) {
             return Ok(service.peer().clone());
         }
-        let client = SimHttpClient::new(&self.config.host, self.config.port);
-        let mut transport_config = StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str());
-        if let Some(token) = &self.config.token {
-            transport_config = transport_config.auth_header(token.as_str());
-        }
-        let transport = StreamableHttpClientTransport::with_client(client, transport_config);
-        let service = ().serve(transport).await.map_err(|e| upstream_error("cannot connect to the server", e))?;
+        // A handshake with no answer in `HANDSHAKE_TIMEOUT` is started again on a new
+        // connection, until one is answered or stdin closes: its answer was lost, and the
+        // requests waiting on it wait for the next (rmcp would wait on the lost one forever).
+        let service = loop {
+            let client = SimHttpClient::new(&self.config.host, self.config.port, self.config.bugs.refusal_without_id);
+            let mut transport_config = StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str());
+            if let Some(token) = &self.config.token {
+                transport_config = transport_config.auth_header(token.as_str());
+            }
+            let handshake = ().serve(StreamableHttpClientTransport::with_client(client, transport_config));
+            if self.config.bugs.handshake_without_timeout {
+                break handshake.await;
+            }
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+                Ok(answered) => break answered,
+                Err(_) if !self.closing.load(Ordering::SeqCst) => continue,
+                Err(_) => return Err(upstream_error("cannot connect to the server", format!("no answer to initialize in {} s", HANDSHAKE_TIMEOUT.as_secs()))),
+            }
+        };
+        let service = service.map_err(|e| upstream_error("cannot connect to the server", e))?;
         let peer = service.peer().clone();
         *slot = Some(service);
         Ok(peer)
@@ -217,8 +230,11 @@ impl Proxy {
 
     /// What a notification names upstream. A cancellation of a request rmcp has numbered names
     /// its upstream id; of one not yet numbered, waits for it; any other goes as written, unless
-    /// that would name another request rmcp numbered the same (rmcp would fail it at once).
-    /// Called under the outbox's lock, where no request is being numbered.
+    /// that would name another request rmcp numbered the same (rmcp would fail it at once): then
+    /// it names the id's string form, which rmcp never issues, so it still reaches the server
+    /// (the client's notification is owed delivery, MODEL.md §4.10) and cancels nothing there,
+    /// as the client's id named nothing upstream (soak token v1.sdk.none.061b87839e741ca2: the
+    /// bridge dropped it). Called under the outbox's lock, where no request is being numbered.
     fn route(&self, note: ClientNotification) -> Option<ClientNotification> {
         let ClientNotification::CancelledNotification(cancel) = &note else { return Some(note) };
         let Some(named) = cancel.params.request_id.clone() else { return Some(note) };
@@ -230,11 +246,15 @@ impl Proxy {
                 *waiting = Some(note);
                 None
             }
-            None if collides => None,
+            None if collides => Some(renamed(note, unnumbered(&named))),
             None => Some(note),
         }
     }
 }
+
+/// How long the `initialize` handshake may take before the connect fails (rmcp gives it no
+/// limit; docs/findings.md, "No timeout on the handshake").
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How often a refused notification is tried again before the request behind it fails.
 const NOTE_RETRIES: u32 = 3;
@@ -252,6 +272,14 @@ fn renamed(mut note: ClientNotification, id: RequestId) -> ClientNotification {
         cancel.params.request_id = Some(id);
     }
     note
+}
+
+/// An id no request rmcp numbers can carry: rmcp numbers with integers, so the number's string.
+fn unnumbered(id: &RequestId) -> RequestId {
+    match id {
+        NumberOrString::Number(n) => NumberOrString::String(n.to_string().into()),
+        other => other.clone(),
+    }
 }
 
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -320,8 +348,15 @@ impl ServerHandler for Proxy {
         }
     }
 
-    async fn on_cancelled(&self, params: CancelledNotificationParam, context: NotificationContext<RoleServer>) {
-        // What it names upstream is decided when it is sent (`route`).
+    async fn on_cancelled(&self, mut params: CancelledNotificationParam, context: NotificationContext<RoleServer>) {
+        // What it names upstream is decided when it is sent (`route`). One naming no request in
+        // flight as the client writes it names nothing, even if the client sends a request of
+        // that id before it goes (it may wait in the outbox): it gets the id's string form now,
+        // which no later request of a numeric id matches (soak token
+        // v1.sdk.none.283fcbb2f0122276: it cancelled the client's next call 2).
+        if let Some(named) = params.request_id.as_ref().filter(|id| !lock(&self.forwarded).contains_key(&id_key(id))) {
+            params.request_id = Some(unnumbered(named));
+        }
         let note = ClientNotification::CancelledNotification(CancelledNotification::new(params));
         self.notify(self.with_meta(note, &context)).await;
     }

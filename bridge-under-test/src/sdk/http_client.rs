@@ -67,11 +67,13 @@ fn client(error: ClientError) -> StreamableHttpError<ClientError> {
 pub struct SimHttpClient {
     host: Arc<str>,
     port: u16,
+    /// Pass a refusal's id-less JSON-RPC error to rmcp as it came (`SdkBugs::refusal_without_id`).
+    raw_refusals: bool,
 }
 
 impl SimHttpClient {
-    pub fn new(host: &str, port: u16) -> Self {
-        Self { host: host.into(), port }
+    pub fn new(host: &str, port: u16, raw_refusals: bool) -> Self {
+        Self { host: host.into(), port, raw_refusals }
     }
 
     async fn send(&self, request: Request<Full<Bytes>>) -> std::result::Result<http::Response<Incoming>, ClientError> {
@@ -149,27 +151,36 @@ impl StreamableHttpClient for SimHttpClient {
             return Err(StreamableHttpError::SessionExpired);
         }
         let session = session_of(&response);
+        let awaits_nothing = !matches!(message, ClientJsonRpcMessage::Request(_));
         if !status.is_success() {
             let is_json = content_type_is(&response, JSON);
             // A rate limit, and a server error without JSON, are a failed send whatever the body
             // says, as rmcp's own client classifies them before reading it
             // (`transport/common/reqwest/streamable_http_client.rs:83-93, 335-343`): the sender
             // learns its message was not taken and may send it again.
-            if status == StatusCode::TOO_MANY_REQUESTS || (status.is_server_error() && !is_json) {
+            // A notification (or a response) refused by a server error was not taken, whatever
+            // the body says: the sender must learn it (rmcp would report it sent).
+            let lost_note = status.is_server_error() && awaits_nothing && !self.raw_refusals;
+            if status == StatusCode::TOO_MANY_REQUESTS || (status.is_server_error() && !is_json) || lost_note {
                 let retry_after = response.headers().get(http::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
                 return Err(StreamableHttpError::HttpStatus(HttpStatusError::new(status.as_u16(), retry_after)));
             }
             // A JSON-RPC error in the body is the server's answer (as rmcp's clients read it).
             let body = body_bytes(response).await?;
             if is_json && !matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
-                if let Ok(error @ JsonRpcMessage::Error(_)) = serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
-                    return Ok(StreamableHttpPostResponse::Json(error, session));
+                if let Ok(JsonRpcMessage::Error(mut error)) = serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+                    // The refusal answers the request this POST carried: it gets that id when
+                    // the server gave none (Streamable HTTP allows none; rmcp drops an error
+                    // without one, and the request would wait forever).
+                    if let (None, ClientJsonRpcMessage::Request(request), false) = (&error.id, &message, self.raw_refusals) {
+                        error.id = Some(request.id.clone());
+                    }
+                    return Ok(StreamableHttpPostResponse::Json(JsonRpcMessage::Error(error), session));
                 }
             }
             let text = String::from_utf8_lossy(&body[..body.len().min(4_096)]).into_owned();
             return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!("HTTP {status}: {text}"))));
         }
-        let awaits_nothing = !matches!(message, ClientJsonRpcMessage::Request(_));
         if content_type_is(&response, EVENT_STREAM) {
             return Ok(StreamableHttpPostResponse::Sse(sse(response), session));
         }

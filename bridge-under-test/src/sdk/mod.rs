@@ -30,5 +30,19 @@ crate::bug_switches! {
         /// "cancelled" (src/service.rs:1568-1570) and the client reads the second's answer for
         /// both; the bridge refuses the reuse itself (-32600 with the id).
         in_flight_id_reuse,
+        /// Hand rmcp a refused POST's JSON-RPC error as the server wrote it. Streamable HTTP lets
+        /// that error have no id; rmcp 3.11.0's client passes it on as the POST's answer
+        /// (src/transport/streamable_http_client.rs:1804-1811, as its reqwest client reads it,
+        /// src/transport/common/reqwest/streamable_http_client.rs:367-410), and its service drops
+        /// an error with no id (src/service.rs:1805-1811): the request waits forever, with no
+        /// request timeout, and a refused notification is reported sent. The bridge's HTTP
+        /// client gives the error the request's id, and fails a notification's send on a 5xx.
+        refusal_without_id,
+        /// Wait for the server's `initialize` answer as rmcp's `serve` does: with no timer
+        /// (`control_request_timeout` covers only responses and cancellations,
+        /// src/transport/streamable_http_client.rs:780, 1192-1201), so one lost answer holds
+        /// every client request forever. The bridge gives each handshake `HANDSHAKE_TIMEOUT`
+        /// and starts another on a new connection.
+        handshake_without_timeout,
     }
 }

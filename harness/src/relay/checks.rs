@@ -41,6 +41,7 @@ pub const CHECKERS: &[(&str, Checker)] = &[
     ("prompt_rejection", outcome_checks::prompt_rejection),
     ("no_work_after_ending", outcome_checks::no_work_after_ending),
     ("notifications_delivered", outcome_checks::notifications_delivered),
+    ("notifications_keep_meta", outcome_checks::notifications_keep_meta),
     ("cancellations_name_their_request", outcome_checks::cancellations_name_their_request),
     ("sessions_initialized", handshake_checks::sessions_initialized),
     ("handshake_carried", handshake_checks::handshake_carried),

@@ -856,6 +856,7 @@ fn checkers_table_lists_the_relay_invariants() {
             "prompt_rejection",
             "no_work_after_ending",
             "notifications_delivered",
+            "notifications_keep_meta",
             "cancellations_name_their_request",
             "sessions_initialized",
             "handshake_carried",
@@ -2802,4 +2803,56 @@ fn reply_accounting_reads_a_reply_by_its_action_when_an_id_is_reused_in_flight()
         recv(6_981, &a7),
     ];
     assert_clean(&run(reply_accounting, events));
+}
+
+// ---- refused, then silent (user_outcomes) ---------------------------------------------------
+
+// v1.sdk.refusal_without_id.a703fe600c477f7c (rmcp 3.11.0, family sdk): the relayer refused a
+// call's POST with 503 and an id-less JSON-RPC error; rmcp dropped the error and the call waited
+// until stdin closed. The refusal reached the bridge: it explains an error or a resend, never
+// silence.
+#[test]
+fn user_outcomes_flags_a_refused_request_never_sent_again_nor_answered() {
+    let refused = |after: Vec<TraceEvent>, eof: u64| {
+        let mut events = vec![
+            spec(1_000, 500, 10, 60_000),                         // 0
+            r_open(0, "s1"),                                      // 1
+            r_post(5, "s1", "relay-init-1", "initialize", "", 202), // 2
+            send(10, &call(json!(1), "a1")),                      // 3
+            r_post(11, "s1", "1", "tools/call", "a1", 503),        // 4
+        ];
+        events.extend(after);
+        events.push(client_eof(eof));
+        events
+    };
+    let found = run(outcome_checks::user_outcomes, refused(vec![], 50_000));
+    assert_one(&found, "user_outcomes", 3, "the relayer answered HTTP 503 to its POST at 11 ms; the bridge never sent it again and never answered it");
+    // An error answer, a POST sent again, or a client that left within a reconnect's worth of
+    // time: the refusal explains each.
+    let error = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "HTTP 503"}});
+    assert_clean(&run(outcome_checks::user_outcomes, refused(vec![recv(700, &error)], 50_000)));
+    assert_clean(&run(outcome_checks::user_outcomes, refused(vec![r_post(600, "s1", "1", "tools/call", "a1", 202)], 50_000)));
+    assert_clean(&run(outcome_checks::user_outcomes, refused(vec![], 5_000)));
+}
+
+// ---- notifications_keep_meta ----------------------------------------------------------------
+
+// v1.sdk.notification_context_meta.ff000112cf3e818d: rmcp's NotificationContext::meta is empty,
+// and a bridge that forwards it sends the client's notification without its `_meta`.
+#[test]
+fn notifications_keep_meta_flags_a_notification_forwarded_without_its_meta() {
+    use bridge_under_test::relay::client::NOTE_META;
+    let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p2", "progress": 1, "_meta": {NOTE_META: 2}}});
+    let forwarded = |note: Option<&str>| {
+        let mut post = r_post(12, "s1", "", "notifications/progress", "", 202);
+        if let Some(note) = note {
+            post.fields.push(("note".to_string(), json!(note)));
+        }
+        vec![std_spec(), r_open(0, "s1"), send(10, &progress), post, client_eof(9_000)]
+    };
+    assert_one(&run(outcome_checks::notifications_keep_meta, forwarded(None)), "notifications_keep_meta", 2, "without the _meta the client wrote (step 2)");
+    assert_clean(&run(outcome_checks::notifications_keep_meta, forwarded(Some("2"))));
+    // Only another step's notification reached the relayer: this one was not delivered at all,
+    // which notifications_delivered judges.
+    assert_clean(&run(outcome_checks::notifications_keep_meta, forwarded(Some("3"))));
 }

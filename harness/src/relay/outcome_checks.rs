@@ -145,7 +145,9 @@ impl Facts<'_> {
 }
 
 /// A request no fault touched succeeds with the relayer's own answer (and so does every request
-/// after heal, since nothing touches those).
+/// after heal, since nothing touches those). A request the relayer refused is answered or sent
+/// again: the refusal (an HTTP status, or a reset connection) reached the bridge, so it may
+/// explain an error, never silence (ORACLES.md §8: what the bridge does next is its decision).
 ///
 /// Excused share: about a quarter of the requests of generated cases (25.6 % on seed 2026's
 /// 1 000 cases), because the generator puts several faults in most cases and a request whose
@@ -156,6 +158,10 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for (n, request) in facts.requests.iter().enumerate() {
         if !request.judged() {
+            continue;
+        }
+        if let Some(detail) = refused_then_silent(facts, n) {
+            found.push(facts.violation("user_outcomes", request.index, detail));
             continue;
         }
         if let Some(mechanism) = facts.touched(n) {
@@ -194,6 +200,27 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
         found.push(facts.violation("user_outcomes", index, detail));
     }
     capped(found)
+}
+
+/// Whether request `n`'s last POST was refused (an HTTP error, or its connection reset) and the
+/// bridge then neither sent it again nor answered it, though the client kept stdin open a
+/// reconnect's worth of time after (`recovery_ms`) and did not cancel it: what the user sees is
+/// a call that hangs. (rmcp 3.11.0 drops a refusal whose JSON-RPC error has no id,
+/// `src/service.rs:1805-1811`, which Streamable HTTP allows: seed-2026 hunt, sdk family.)
+fn refused_then_silent(facts: &Facts<'_>, n: usize) -> Option<String> {
+    let (request, story) = (&facts.requests[n], &facts.stories.of[n]);
+    let last = story.posts.last().filter(|p| p.reset || p.status != 202)?;
+    let left = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at).min(facts.horizon_ms);
+    if request.answered.is_some() || left < last.at_ms + facts.recovery_ms() || facts.cancelled_by_client(request) {
+        return None;
+    }
+    let how = if last.reset { "reset the connection of".to_string() } else { format!("answered HTTP {} to", last.status) };
+    Some(format!(
+        "{} id {}: the relayer {how} its POST at {} ms; the bridge never sent it again and never answered it (stdin open until {left} ms)",
+        request.method,
+        request.id.as_deref().unwrap_or(""),
+        last.at_ms
+    ))
 }
 
 /// The excuse a global fault gives a request whose life its influence met.
@@ -743,6 +770,48 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
         }
         let detail = format!("notification {method} sent at {} ms never reached the relayer (stdin closed at {eof} ms)", event.at_ms);
         found.push(facts.violation("notifications_delivered", index, detail));
+    }
+    capped(found)
+}
+
+/// A notification the relayer accepted carries the `_meta` the client wrote: the step the client
+/// stamped into it arrives with it. A policy (a bridge may rebuild a notification, as
+/// mcp-proxy 0.13.0 does with progress, and `notifications_delivered` still counts that as
+/// delivered); a bridge whose profile promises to forward notifications as written is held to
+/// it. Judged for each stamped notification once the relayer accepted a notification of its
+/// method written at or after it: if none of the accepted ones carries its stamp, its `_meta`
+/// was dropped on the way (rmcp 3.11.0's `NotificationContext::meta` is empty,
+/// src/service.rs:1775-1776).
+pub fn notifications_keep_meta(facts: &Facts<'_>) -> Vec<Violation> {
+    let accepted: Vec<(u64, String, String)> = facts
+        .trace
+        .of_kind(kind::HTTP_POST)
+        .filter(|(_, e)| e.text("id").is_empty() && super::story::post_status(e) == 202)
+        .map(|(_, e)| (e.at_ms, e.text("method"), e.text("note")))
+        .collect();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::MCP_SEND).filter(|(_, e)| e.host == host::CLIENT) {
+        let msg = message(event);
+        let (Some(method), Some(step)) = (msg.get("method").and_then(Value::as_str), note_step(&msg)) else { continue };
+        if msg.get("id").is_some() {
+            continue;
+        }
+        let step = step.to_string();
+        let of_method: Vec<&(u64, String, String)> = accepted.iter().filter(|(at, m, _)| m == method && at + facts.slack_ms >= event.at_ms).collect();
+        if of_method.is_empty() {
+            continue;
+        }
+        if of_method.iter().any(|(_, _, note)| *note == step) {
+            verdicts::held();
+            continue;
+        }
+        if of_method.iter().all(|(_, _, note)| !note.is_empty()) {
+            // Every one the relayer took carries another step: this one was not delivered at
+            // all, which `notifications_delivered` judges.
+            continue;
+        }
+        let detail = format!("notification {method} sent at {} ms reached the relayer without the _meta the client wrote (step {step})", event.at_ms);
+        found.push(facts.violation("notifications_keep_meta", index, detail));
     }
     capped(found)
 }
