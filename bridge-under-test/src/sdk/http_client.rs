@@ -2,9 +2,11 @@
 //! builds on rmcp writes to run its Streamable HTTP client transport on their own connector.
 //! Modelled on rmcp's own hyper client (`transport/common/unix_socket.rs` in rmcp 3.11.0): one
 //! connection per request, `sse-stream` for event streams (as rmcp's `bounded_sse_stream`),
-//! the same mapping of statuses to `StreamableHttpError`s. Two differences, both for
-//! determinism: custom headers are applied in name order (rmcp hands them over in a `HashMap`,
-//! whose order is random), and nothing here reads a clock or draws randomness.
+//! the same mapping of statuses to `StreamableHttpError`s. Two differences for determinism:
+//! custom headers are applied in name order (rmcp hands them over in a `HashMap`, whose order
+//! is random), and nothing here reads a clock or draws randomness. One workaround (R2 in
+//! docs/findings.md, switch `refusal_without_id`): a refusal's id-less JSON-RPC error gets the
+//! request's id, and a notification refused by a 5xx fails its send.
 
 // rmcp's trait hands headers over in a `HashMap`: they are put in name order before use.
 #![allow(clippy::disallowed_types)]

@@ -1,7 +1,8 @@
 //! The sdk family: a stdio ⇄ Streamable HTTP bridge built on rmcp, the official Rust SDK, as an
 //! author following its documentation writes one (`bridge.rs`), on an rmcp
-//! `StreamableHttpClient` over hyper and the seam's TCP (`http_client.rs`). It has no bug
-//! switches: what the harness finds in it is rmcp's behaviour.
+//! `StreamableHttpClient` over hyper and the seam's TCP (`http_client.rs`). Its switches do
+//! not add bugs: each turns off a workaround the bridge carries for an rmcp defect, so what the
+//! harness finds with one on is rmcp's behaviour.
 
 pub mod bridge;
 pub mod http_client;
