@@ -240,6 +240,9 @@ impl Proxy {
         let Some(named) = cancel.params.request_id.clone() else { return Some(note) };
         let mut forwarded = lock(&self.forwarded);
         let collides = forwarded.values().any(|f| matches!(f, Forwarded::Upstream(up) if *up == named));
+        if cancel.extensions.get::<NamesNothing>().is_some() {
+            return Some(if collides { renamed(note, unnumbered(&named)) } else { note });
+        }
         match forwarded.get_mut(&id_key(&named)) {
             Some(Forwarded::Upstream(upstream)) => Some(renamed(note, upstream.clone())),
             Some(Forwarded::Numbering(waiting)) => {
@@ -273,6 +276,10 @@ fn renamed(mut note: ClientNotification, id: RequestId) -> ClientNotification {
     }
     note
 }
+
+/// Marks a client's cancellation that named no request in flight when it was written.
+#[derive(Debug, Clone, Copy)]
+struct NamesNothing;
 
 /// An id no request rmcp numbers can carry: rmcp numbers with integers, so the number's string.
 fn unnumbered(id: &RequestId) -> RequestId {
@@ -348,17 +355,18 @@ impl ServerHandler for Proxy {
         }
     }
 
-    async fn on_cancelled(&self, mut params: CancelledNotificationParam, context: NotificationContext<RoleServer>) {
+    async fn on_cancelled(&self, params: CancelledNotificationParam, context: NotificationContext<RoleServer>) {
         // What it names upstream is decided when it is sent (`route`). One naming no request in
         // flight as the client writes it names nothing, even if the client sends a request of
-        // that id before it goes (it may wait in the outbox): it gets the id's string form now,
-        // which no later request of a numeric id matches (soak token
+        // that id before it goes (it may wait in the outbox): it is marked now (soak token
         // v1.sdk.none.283fcbb2f0122276: it cancelled the client's next call 2).
-        if let Some(named) = params.request_id.as_ref().filter(|id| !lock(&self.forwarded).contains_key(&id_key(id))) {
-            params.request_id = Some(unnumbered(named));
-        }
+        let unbound = params.request_id.as_ref().is_some_and(|id| !lock(&self.forwarded).contains_key(&id_key(id)));
         let note = ClientNotification::CancelledNotification(CancelledNotification::new(params));
-        self.notify(self.with_meta(note, &context)).await;
+        let mut note = self.with_meta(note, &context);
+        if let (true, ClientNotification::CancelledNotification(cancel)) = (unbound, &mut note) {
+            cancel.extensions.insert(NamesNothing);
+        }
+        self.notify(note).await;
     }
 
     async fn on_progress(&self, params: ProgressNotificationParam, context: NotificationContext<RoleServer>) {

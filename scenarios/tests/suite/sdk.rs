@@ -366,3 +366,19 @@ fn a_lost_handshake_answer_is_followed_by_a_new_handshake() {
         assert!(answer_to(&outcome, &id).is_some_and(|a| a.get("result").is_some()), "tools/list {id} is answered:\n{trace}");
     }
 }
+
+// Goal: a cancellation of a number the client has nothing in flight under leaves the client's
+// request of the same digits as a string alone (f92d17b's regression, found by the sdk soak:
+// v1.sdk.none.3b4c9b6b75ff4a60, shrunk, no fault). At 303 964 ms the client cancels 9 while its
+// call "9" runs; f92d17b renamed the cancellation to "9" when it was written, and the outbox
+// then routed it to call "9", which rmcp failed with "task cancelled". Now such a cancellation
+// is marked as naming nothing, and the outbox never routes it.
+#[test]
+fn a_cancellation_of_a_number_leaves_the_string_id_of_its_digits_alone() {
+    let outcome = race("cancel_of_a_number_then_a_string_id");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let answer = answer_to(&outcome, &serde_json::json!("9")).expect("call \"9\" answered");
+    assert_eq!(answer.pointer("/result/isError"), Some(&serde_json::json!(false)), "call \"9\" is not cancelled:\n{trace}");
+    assert!(note_accepted(&outcome, "12"), "the cancellation reaches the relayer:\n{trace}");
+}
