@@ -240,10 +240,9 @@ impl Proxy {
         let Some(named) = cancel.params.request_id.clone() else { return Some(note) };
         let mut forwarded = lock(&self.forwarded);
         let collides = forwarded.values().any(|f| matches!(f, Forwarded::Upstream(up) if *up == named));
-        if cancel.extensions.get::<NamesNothing>().is_some() {
-            return Some(if collides { renamed(note, unnumbered(&named)) } else { note });
-        }
-        match forwarded.get_mut(&id_key(&named)) {
+        // One that named nothing when written is never routed to a request of its id since.
+        let entry = if cancel.extensions.get::<NamesNothing>().is_some() { None } else { forwarded.get_mut(&id_key(&named)) };
+        match entry {
             Some(Forwarded::Upstream(upstream)) => Some(renamed(note, upstream.clone())),
             Some(Forwarded::Numbering(waiting)) => {
                 *waiting = Some(note);

@@ -135,9 +135,15 @@ fn rmcp_server_loses_a_response_whose_stream_was_cut() {
 
 /// Replay a race a hunt found, kept in `scenarios/races/sdk_<name>.json`.
 fn race(name: &str) -> Outcome {
+    race_edited(name, |_| {})
+}
+
+/// Replay race `sdk_<name>.json` after `edit` changed its JSON (a switch, a fault's length).
+fn race_edited(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> Outcome {
     let path = format!("{}/races/sdk_{name}.json", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(path).unwrap();
-    run(&harness::family::Scenario::from_json(&text, harness::families::FAMILIES).unwrap())
+    let mut scenario: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    edit(&mut scenario);
+    run(&harness::family::Scenario::from_json(&scenario.to_string(), harness::families::FAMILIES).unwrap())
 }
 
 /// The answer the client read for `id`, if any.
@@ -248,10 +254,7 @@ fn a_request_waits_behind_a_refused_notification() {
 // the client writes nothing more, reaches the server once the window ends.
 #[test]
 fn a_refusal_past_the_retries_fails_the_request_unsent_and_keeps_the_notification() {
-    let path = format!("{}/races/sdk_refused_note_passed_by_a_later_request.json", env!("CARGO_MANIFEST_DIR"));
-    let mut scenario: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    scenario["family"]["faults"][0]["for_ms"] = serde_json::json!(5_000);
-    let outcome = run(&harness::family::Scenario::from_json(&scenario.to_string(), harness::families::FAMILIES).unwrap());
+    let outcome = race_edited("refused_note_passed_by_a_later_request", |s| s["family"]["faults"][0]["for_ms"] = serde_json::json!(5_000));
     let trace = scenarios::snapshot(&outcome.trace);
     assert_eq!(outcome.violations, vec![], "{trace}");
     let answer = answer_to(&outcome, &serde_json::json!(-1)).expect("the call is answered");
@@ -293,11 +296,7 @@ fn a_reply_on_a_stream_the_flap_never_let_resume_is_not_owed() {
 // a new session, and every call is answered.
 #[test]
 fn a_refusal_without_an_id_fails_its_send_and_never_hangs_the_call() {
-    let path = format!("{}/races/sdk_refusal_without_id_hangs_the_call.json", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut raw: serde_json::Value = serde_json::from_str(&text).unwrap();
-    raw["family"]["bugs"]["refusal_without_id"] = serde_json::json!(true);
-    let rmcp = run(&harness::family::Scenario::from_json(&raw.to_string(), harness::families::FAMILIES).unwrap());
+    let rmcp = race_edited("refusal_without_id_hangs_the_call", |s| s["family"]["bugs"]["refusal_without_id"] = serde_json::json!(true));
     let hung = rmcp.violations.iter().any(|v| v.invariant == "user_outcomes" && v.detail.contains("never answered it"));
     assert!(hung, "rmcp as released leaves a refused call waiting: {:#?}", rmcp.violations);
     let outcome = race("refusal_without_id_hangs_the_call");
@@ -352,10 +351,7 @@ fn a_cancellation_written_before_its_request_cancels_nothing() {
 // second session is initialized at 27 050 ms and every request is answered.
 #[test]
 fn a_lost_handshake_answer_is_followed_by_a_new_handshake() {
-    let path = format!("{}/races/sdk_handshake_answer_lost.json", env!("CARGO_MANIFEST_DIR"));
-    let mut raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    raw["family"]["bugs"]["handshake_without_timeout"] = serde_json::json!(true);
-    let rmcp = run(&harness::family::Scenario::from_json(&raw.to_string(), harness::families::FAMILIES).unwrap());
+    let rmcp = race_edited("handshake_answer_lost", |s| s["family"]["bugs"]["handshake_without_timeout"] = serde_json::json!(true));
     assert!(rmcp.violations.iter().any(|v| v.invariant == "user_outcomes"), "rmcp as released never answers: {:#?}", rmcp.violations);
     let outcome = race("handshake_answer_lost");
     let trace = scenarios::snapshot(&outcome.trace);
