@@ -1531,6 +1531,41 @@ fn user_outcomes_flags_an_untouched_call_never_answered() {
     assert_one(&run(outcome_checks::user_outcomes, events), "user_outcomes", 3, "never answered");
 }
 
+// Issue #28: on Streamable HTTP every POST has a stream of its own that closes once it has
+// carried its reply. Another request's stream ending is no effect on this one: the call it never
+// answered is owed, as it is with no stream ending at all. (The excuse "a stream ended while it
+// was outstanding" covered 2 559 of the sdk family's 6 244 verdicts per 1 000 cases.)
+#[test]
+fn user_outcomes_owes_an_answer_when_only_another_requests_stream_ended() {
+    let on = |at_ms, kind, label: &str| relayer(at_ms, kind, &[("session", json!("s1")), ("stream", json!(label))]);
+    let mut events = accepted_call();
+    events.push(TraceEvent::new(100, host::RELAYER, kind::TOOL_DONE, &[("id", json!("1")), ("action", json!("a1")), ("ok", json!(true))])); // 5
+    events.extend([on(20, kind::STREAM_OPEN, "post-9"), on(60, kind::STREAM_CLOSE, "post-9")]); // 6, 7
+    assert_one(&run(outcome_checks::user_outcomes, events), "user_outcomes", 3, "never answered");
+}
+
+// Issue #28: an excuse is weighed only for an outcome that needs one. A call that a fault's
+// window met but that got the relayer's own answer held; only the one with no answer is excused.
+#[test]
+fn user_outcomes_counts_a_true_answer_under_a_fault_as_held() {
+    let hold = |phase: &str, at_ms: u64| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("link_hold")), ("phase", json!(phase)), ("detail", json!("h"))]);
+    let held = |answered: bool| {
+        let mut events = accepted_call();
+        events.extend([hold("start", 50), hold("end", 90)]); // 5, 6
+        events.push(r_sent(111, "1", "a1", "s1", &tool_result(json!("relay-1"), "remember a1: done", false))); // 7
+        if answered {
+            events.push(recv(112, &tool_result(json!(1), "remember a1: done", false))); // 8
+        }
+        let trace = Trace { events };
+        let schema = McpSchema::new();
+        let (found, cells) = crate::verdicts::counting(|| crate::verdicts::run(&[("user_outcomes", outcome_checks::user_outcomes)], &Facts::new(&trace, &schema)));
+        assert_clean(&found);
+        cells.into_iter().map(|cell| cell.col).collect::<Vec<_>>()
+    };
+    assert_eq!(held(true), ["held"]);
+    assert_eq!(held(false), ["excused: link_hold met its life"]);
+}
+
 // ---- reply_accounting -----------------------------------------------------------------------
 
 #[test]

@@ -90,17 +90,21 @@ pub fn requests_posted_promptly(facts: &Facts<'_>) -> Vec<Violation> {
         if !request.judged() {
             continue;
         }
-        if let Some(mechanism) = facts.touched(n) {
-            verdicts::excused(mechanism);
-            continue;
-        }
         let Some(stream) = facts.stories.stream(&first.session) else { continue };
         let start = request.at_ms.max(stream.opened_ms);
         let mut last = start;
-        let before = found.len();
+        let mut held = true;
         let between = facts.stories.all_posts.iter().map(|p| p.1).filter(|at| *at > start && *at < first.at_ms);
         for at in between.chain([first.at_ms]) {
             if at.saturating_sub(last) > gap_ms {
+                // A gap is excused only by what touched the request (a fault's window, a
+                // refusal ahead of it, a reconnect): a request posted promptly holds whatever
+                // faults were near.
+                held = false;
+                if let Some(mechanism) = facts.touched(n) {
+                    verdicts::excused(mechanism);
+                    break;
+                }
                 let detail = format!(
                     "{} id {} waited to be posted: the relayer received nothing from the bridge \
                      between {last} and {at} ms while session {} was up (written at {} ms, \
@@ -116,7 +120,7 @@ pub fn requests_posted_promptly(facts: &Facts<'_>) -> Vec<Violation> {
             }
             last = at;
         }
-        if found.len() == before {
+        if held {
             verdicts::held();
         }
     }

@@ -99,9 +99,6 @@ impl Facts<'_> {
         if self.stories.no_stream_during(request.at_ms, end) {
             return Some("no stream was open for part of its life (the bridge was reconnecting)");
         }
-        if self.stories.stream_ended_in(request.at_ms, end) {
-            return Some("a stream ended while it was outstanding");
-        }
         if let Some((_, eof, _)) = &self.stories.client_eof {
             if *eof <= end {
                 return Some("the client closed stdin");
@@ -164,36 +161,37 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
             found.push(facts.violation("user_outcomes", request.index, detail));
             continue;
         }
+        // The answer is true if it answers a request of this id the client had sent by then:
+        // this one, or one that reused the id while it was in flight (JSON-RPC forbids it; a
+        // bridge that forwards both answers each, in whichever order they finish, and the first
+        // answer is paired with the first request). A ping checks the connection it is sent on,
+        // and its one true answer is an empty result: a bridge that answers it itself
+        // (mcp-proxy's stdio server does) tells the client the truth, whether or not the server
+        // heard it. A true answer holds whatever faults met the request: an excuse is weighed
+        // only for an outcome that needs one (no answer, or one the relayer never sent).
+        let true_answer = request.answered.as_ref().is_some_and(|answer| {
+            facts.requests.iter().zip(&facts.stories.of).any(|(asked, asked_story)| {
+                asked.id == request.id
+                    && asked.index < answer.index
+                    && (Facts::relayer_sent(asked_story, &answer.msg).is_some() || (asked.method == "ping" && empty_result(&answer.msg)))
+            })
+        });
+        if true_answer {
+            verdicts::held();
+            continue;
+        }
         if let Some(mechanism) = facts.touched(n) {
             verdicts::excused(mechanism);
             continue;
         }
-        let story = &facts.stories.of[n];
         let id = request.id.as_deref().unwrap_or("");
         let detail = match &request.answered {
             None => format!("{} id {id}: untouched by any fault, never answered", request.method),
-            // The answer is true if it answers a request of this id the client had sent by
-            // then: this one, or one that reused the id while it was in flight (JSON-RPC forbids
-            // it; a bridge that forwards both answers each, in whichever order they finish, and
-            // the first answer is paired with the first request). A ping checks the connection
-            // it is sent on, and its one true answer is an empty result: a bridge that answers
-            // it itself (mcp-proxy's stdio server does) tells the client the truth, whether or
-            // not the server heard it.
-            Some(answer)
-                if facts.requests.iter().zip(&facts.stories.of).any(|(asked, asked_story)| {
-                    asked.id == request.id
-                        && asked.index < answer.index
-                        && (Facts::relayer_sent(asked_story, &answer.msg).is_some() || (asked.method == "ping" && empty_result(&answer.msg)))
-                }) =>
-            {
-                verdicts::held();
-                continue;
-            }
             Some(answer) => format!(
                 "{} id {id}: untouched by any fault, answered with {} which the relayer never sent (it sent {} replies for it)",
                 request.method,
                 answer.msg,
-                story.sent.len()
+                facts.stories.of[n].sent.len()
             ),
         };
         let index = request.answered.as_ref().map_or(request.index, |a| a.index);
