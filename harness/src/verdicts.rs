@@ -50,6 +50,15 @@ pub fn held() {
     add(HELD, 1);
 }
 
+/// The oracle being run judged one case of its property: `violation` is what it found wrong,
+/// if anything (counted as failed once it is reported); none counts as held. Returns it.
+pub fn judging<T>(violation: Option<T>) -> Option<T> {
+    if violation.is_none() {
+        held();
+    }
+    violation
+}
+
 /// The oracle being run did not judge one case of its property: `mechanism` says which
 /// observed effect of which fault forced the outcome (a reset of this connection, this reply
 /// swallowed, this process killed). A `&'static str`, so a mechanism is a fixed phrase, never a

@@ -11,6 +11,7 @@ use crate::check::capped;
 use crate::schema::McpSchema;
 use super::rpc::{classify_value, Input};
 use crate::trace::{Trace, TraceEvent, Violation};
+use crate::verdicts;
 
 /// The method of the bridge's decision notification.
 const PERMISSION: &str = "notifications/claude/channel/permission";
@@ -266,6 +267,8 @@ pub fn pending_leaves_by_expiry(facts: &Facts<'_>) -> Vec<Violation> {
                 entry.map, entry.id, facts.sweep_interval_ms
             );
             found.push(facts.violation("pending_leaves_by_expiry", index, detail));
+        } else {
+            verdicts::held();
         }
     }
     capped(found)
@@ -275,7 +278,11 @@ pub fn pending_leaves_by_expiry(facts: &Facts<'_>) -> Vec<Violation> {
 /// stamp equals MODEL.md's expiry and never moves afterwards.
 pub fn expiry_anchored(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
-    for entry in facts.tracked.iter().filter(|t| t.stamp_ms != t.expiry_ms) {
+    for entry in &facts.tracked {
+        if entry.stamp_ms == entry.expiry_ms {
+            verdicts::held();
+            continue;
+        }
         let detail = format!(
             "{} {} stored expiry {} but the data at tracking gives {}",
             entry.map, entry.id, entry.stamp_ms, entry.expiry_ms
@@ -304,6 +311,8 @@ pub fn expiry_anchored(facts: &Facts<'_>) -> Vec<Violation> {
                 event.kind
             );
             found.push(facts.violation("expiry_anchored", index, detail));
+        } else {
+            verdicts::held();
         }
     }
     capped(found)
@@ -317,21 +326,12 @@ pub fn bounded_sizes(facts: &Facts<'_>) -> Vec<Violation> {
             kind::PENDING_ADD => ["permissions", "approvals"]
                 .into_iter()
                 .find(|map| event.num(map) > facts.pending_cap)
-                .map(|map| {
-                    format!(
-                        "{map} map holds {} entries; the cap is {}",
-                        event.num(map),
-                        facts.pending_cap
-                    )
-                }),
-            kind::QUEUE_PUSH if event.num("size") > facts.queue_limit => Some(format!(
-                "event queue holds {}; the limit is {}",
-                event.num("size"),
-                facts.queue_limit
-            )),
-            _ => None,
+                .map(|map| format!("{map} map holds {} entries; the cap is {}", event.num(map), facts.pending_cap)),
+            kind::QUEUE_PUSH => (event.num("size") > facts.queue_limit)
+                .then(|| format!("event queue holds {}; the limit is {}", event.num("size"), facts.queue_limit)),
+            _ => continue,
         };
-        if let Some(detail) = over {
+        if let Some(detail) = verdicts::judging(over) {
             found.push(facts.violation("bounded_sizes", index, detail));
         }
     }
@@ -349,12 +349,12 @@ pub fn close_clears(facts: &Facts<'_>) -> Vec<Violation> {
                 closed = true;
                 let left = ["permissions", "approvals", "queue"].map(|name| event.num(name));
                 let timer = event.get("timer") == Some(&Value::Bool(true));
-                (left != [0, 0, 0] || timer).then(|| {
+                verdicts::judging((left != [0, 0, 0] || timer).then(|| {
                     format!(
                         "after close: permissions {}, approvals {}, queue {}, timer alive {timer}",
                         left[0], left[1], left[2]
                     )
-                })
+                }))
             }
             kind::PENDING_ADD if closed => Some(format!(
                 "{} {} inserted after close",
@@ -403,7 +403,9 @@ pub fn no_idle_sweeper(facts: &Facts<'_>) -> Vec<Violation> {
         }
         let idle = alive && sizes == 0;
         if !idle {
-            idle_since = None;
+            if idle_since.take().is_some() {
+                verdicts::held();
+            }
         } else if idle_since.is_none() {
             idle_since = Some(event.at_ms);
         }
@@ -437,6 +439,8 @@ pub fn reads_filter_expired(facts: &Facts<'_>) -> Vec<Violation> {
                     now_ms - entry.expiry_ms
                 );
                 found.push(facts.violation("reads_filter_expired", index, detail));
+            } else {
+                verdicts::held();
             }
         }
     }
@@ -499,12 +503,12 @@ pub fn one_owner_decision(facts: &Facts<'_>) -> Vec<Violation> {
                 Some(count) => {
                     *count += 1;
                     let said = owner_said.iter().any(|(b, i)| b == behavior && *i == id);
-                    (!said).then(|| {
+                    verdicts::judging((!said).then(|| {
                         format!(
                             "{behavior} for {id} without the owner's reply in session {}",
                             facts.session
                         )
-                    })
+                    }))
                 }
             };
             if let Some(detail) = detail {

@@ -10,6 +10,7 @@ use super::super::rpc::Input;
 use super::Facts;
 use crate::check::capped;
 use crate::trace::Violation;
+use crate::verdicts;
 
 /// The timeout a `wait_for_event` without one asks for (the bridge's documented default).
 const DEFAULT_WAIT_MS: i64 = 30_000;
@@ -52,13 +53,15 @@ pub fn bounded_waits(facts: &Facts<'_>) -> Vec<Violation> {
                 }
                 Some(_) => None,
             };
-            if let Some(detail) = detail {
+            if let Some(detail) = verdicts::judging(detail) {
                 found.push(facts.violation("bounded_waits", index, detail));
             }
         }
     }
     for (id, (index, sent_ms, bound)) in open {
-        if sent_ms + bound < eof_ms {
+        if sent_ms + bound >= eof_ms {
+            verdicts::excused("the agent closed stdin before its reply was due");
+        } else {
             let detail = format!("id {id} sent at {sent_ms} ms never answered (bound {bound} ms)");
             found.push(facts.violation("bounded_waits", index, detail));
         }
@@ -117,7 +120,7 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
             }
             _ => Ok(()),
         };
-        if let Err(error) = result {
+        if let Some(error) = verdicts::judging(result.err()) {
             let detail = format!("{} {}: {error}", event.kind, event.text("msg"));
             found.push(facts.violation("schema_valid", index, detail));
         }

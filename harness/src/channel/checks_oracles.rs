@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::{owner_reply, Facts, PERMISSION};
 use crate::check::capped;
 use crate::trace::{TraceEvent, Violation};
+use crate::verdicts;
 
 /// Every decision the agent receives answers exactly one owner reply (in the bridge's session,
 /// delivered by the gateway, naming that behaviour and id) made while a permission of that id,
@@ -73,6 +74,7 @@ pub fn decision_answers_reply(facts: &Facts<'_>) -> Vec<Violation> {
                 let matched = replies.iter().position(|(b, i, _, _)| *b == behavior && i == id);
                 match matched {
                     Some(n) => {
+                        verdicts::held();
                         replies.remove(n);
                         replies.retain(|(_, i, _, _)| i != id);
                         if let Some(entry) = asked.get_mut(id) {
@@ -150,6 +152,8 @@ pub fn every_waiter_answered(facts: &Facts<'_>) -> Vec<Violation> {
             if open.remove(&id).is_none() {
                 let detail = format!("a second reply (or one nobody asked for) to id {id}");
                 found.push(facts.violation("every_waiter_answered", index, detail));
+            } else {
+                verdicts::held();
             }
         }
     }
@@ -215,6 +219,8 @@ pub fn nothing_after_close(facts: &Facts<'_>) -> Vec<Violation> {
                         held.join(", ")
                     );
                     found.push(facts.violation("nothing_after_close", index, detail));
+                } else {
+                    verdicts::held();
                 }
             }
             _ => {}
@@ -328,7 +334,7 @@ pub fn clock_domains(facts: &Facts<'_>) -> Vec<Violation> {
                 } else {
                     None
                 };
-                if let Some(detail) = detail {
+                if let Some(detail) = verdicts::judging(detail) {
                     found.push(facts.violation("clock_domains", index, detail));
                 }
             }
@@ -382,7 +388,7 @@ pub fn one_event_per_gateway_event(facts: &Facts<'_>) -> Vec<Violation> {
                         None
                     };
                     *count = count.saturating_sub(1);
-                    if let Some(detail) = detail {
+                    if let Some(detail) = verdicts::judging(detail) {
                         found.push(facts.violation("one_event_per_gateway_event", index, detail));
                     }
                 }

@@ -12,6 +12,7 @@ use super::super::rpc::{is_request_id, Input};
 use super::{Facts, PERMISSION};
 use crate::check::capped;
 use crate::trace::Violation;
+use crate::verdicts;
 
 /// A reply owed: the line's event index and time, and the error code it calls for (`None`: a
 /// request the bridge serves, owed a result).
@@ -53,7 +54,7 @@ pub fn replies_follow_jsonrpc(facts: &Facts<'_>) -> Vec<Violation> {
             Some(msg) => judge(msg, event.at_ms, slack, &mut owed, &mut anonymous),
             None => Some(format!("the agent read a line that is not JSON: {}", event.text("msg"))),
         };
-        if let Some(detail) = detail {
+        if let Some(detail) = verdicts::judging(detail) {
             found.push(facts.violation("replies_follow_jsonrpc", index, detail));
         }
     }

@@ -352,6 +352,29 @@ fn bounded_waits_uses_the_clamped_timeout() {
     assert!(run(bounded_waits, unanswered)[0].contains("never answered"));
 }
 
+// Issue #28: the channel oracles count their verdicts as the other families' do. A reply
+// within its bound held; a wait the agent left before its bound was due is excused by that; a
+// late reply failed.
+#[test]
+fn bounded_waits_counts_held_excused_and_failed() {
+    let events = vec![
+        spec(),
+        wait(0, 1, 1_000),
+        answer(1_000, 1),
+        wait(2_000, 2, 1_000),
+        answer(9_000, 2),
+        wait(10_000, 3, 60_000),
+        TraceEvent::new(20_000, host::AGENT, kind::CLIENT_EOF, &[("reason", json!("end"))]),
+    ];
+    let trace = Trace { events };
+    let schema = McpSchema::new();
+    let facts = Facts::new(&trace, &schema);
+    let (found, cells) = crate::verdicts::counting(|| crate::verdicts::run(&[("bounded_waits", bounded_waits as Checker)], &facts));
+    assert_eq!(found.len(), 1, "{found:?}");
+    let columns: Vec<String> = cells.into_iter().map(|cell| cell.col).collect();
+    assert_eq!(columns, ["failed", "held", "excused: the agent closed stdin before its reply was due"]);
+}
+
 #[test]
 fn schema_valid_checks_custom_notifications_and_results() {
     let good = vec![
