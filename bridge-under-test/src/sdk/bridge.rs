@@ -143,17 +143,26 @@ impl Proxy {
         key: &str,
         what: &str,
     ) -> Result<ServerResult, ErrorData> {
-        let peer = self.peer().await?;
-        let handle = {
+        let mut connects = 0;
+        let handle = loop {
+            let peer = self.peer().await?;
             let mut outbox = self.outbox.lock().await;
             // The client's order holds: a request goes after the notifications written before
             // it. One the server still refuses after the retries keeps the request unsent, and
             // the request fails saying so, rather than wait on a refusal that may be for good.
-            if let Err(refused) = self.flush(&peer, &mut outbox).await {
-                drop(outbox);
-                self.retry_later();
-                let text = format!("{what}: not sent, to keep the client's order: the server refused a notification the client wrote before it ({refused})");
-                return Err(ErrorData::internal_error(text, None));
+            // A session the server forgot is left, and the request goes on the next.
+            match self.flush(&peer, &mut outbox).await {
+                Err(Refusal::Expired(_)) if connects == 0 => {
+                    connects += 1;
+                    continue;
+                }
+                Err(refused) => {
+                    drop(outbox);
+                    self.retry_later();
+                    let text = format!("{what}: not sent, to keep the client's order: the server refused a notification the client wrote before it ({refused})");
+                    return Err(ErrorData::internal_error(text, None));
+                }
+                Ok(()) => {}
             }
             let options = PeerRequestOptions::no_options().with_meta(context.meta.clone());
             let handle = peer.send_request_with_option(request, options).await.map_err(|e| upstream_error(what, e))?;
@@ -162,7 +171,7 @@ impl Proxy {
             if let Some(Forwarded::Numbering(Some(note))) = waited {
                 let _ = peer.send_notification(renamed(note, handle.id.clone())).await;
             }
-            handle
+            break handle;
         };
         handle.await_response().await.map_err(|e| upstream_error(what, e))
     }
@@ -182,8 +191,13 @@ impl Proxy {
     /// Send the outbox in order, each notification tried again after a refusal
     /// (`NOTE_RETRIES` times, backing off). One still refused stays first, for the next flush:
     /// the error is the last refusal. A session that ended ends the flush at once (the next
-    /// request connects again).
-    async fn flush(&self, peer: &Peer<RoleClient>, outbox: &mut VecDeque<ClientNotification>) -> Result<(), String> {
+    /// request connects again). A session the server forgot (HTTP 404) is left at once: rmcp
+    /// recovers a session for a request only, never for a notification ("Control POSTs ... are
+    /// not retried", src/transport/streamable_http_client.rs:2220-2228, and a progress or roots
+    /// notification gets the same 404 unrecovered), so a bridge that kept it sent the client's
+    /// notifications into a dead session until stdin closed, and failed every request behind
+    /// them (sdk hunt seed 2026, `v1.sdk.none.f5d785d4575a1a18`).
+    async fn flush(&self, peer: &Peer<RoleClient>, outbox: &mut VecDeque<ClientNotification>) -> Result<(), Refusal> {
         while let Some(note) = outbox.front().cloned() {
             let Some(routed) = self.route(note) else {
                 outbox.pop_front();
@@ -191,8 +205,13 @@ impl Proxy {
             };
             let mut attempt = 0;
             while let Err(refused) = peer.send_notification(routed.clone()).await {
+                let text = refused.to_string();
+                if text.contains(SESSION_EXPIRED) {
+                    self.expire(peer).await;
+                    return Err(Refusal::Expired(text));
+                }
                 if attempt == NOTE_RETRIES || peer.is_transport_closed() {
-                    return Err(refused.to_string());
+                    return Err(Refusal::Refused(text));
                 }
                 tokio::time::sleep(note_backoff(attempt)).await;
                 attempt += 1;
@@ -200,6 +219,18 @@ impl Proxy {
             outbox.pop_front();
         }
         Ok(())
+    }
+
+    /// Leave the upstream session `peer` speaks for, if it is still the bridge's (another task
+    /// may have connected anew since): the next send connects.
+    async fn expire(&self, peer: &Peer<RoleClient>) {
+        let mut slot = self.upstream.lock().await;
+        let same = |service: &Upstream| service.peer().peer_info().zip(peer.peer_info()).is_some_and(|(a, b)| Arc::ptr_eq(&a, &b));
+        if let Some(service) = slot.take_if(|service| same(service)) {
+            tokio::spawn(async move {
+                let _ = service.cancel().await;
+            });
+        }
     }
 
     /// Keep trying the outbox after a refusal, on a backoff capped at `NOTE_RETRY_CAP`, until
@@ -250,6 +281,25 @@ impl Proxy {
             }
             None if collides => Some(renamed(note, unnumbered(&named))),
             None => Some(note),
+        }
+    }
+}
+
+/// How rmcp's error for an HTTP 404 to a POST with a session id reads
+/// (`StreamableHttpError::SessionExpired`, src/transport/streamable_http_client.rs:257).
+const SESSION_EXPIRED: &str = "Session expired (HTTP 404)";
+
+/// Why the outbox could not be sent: the server forgot the session (the bridge has left it),
+/// or refused a notification past the retries.
+enum Refusal {
+    Expired(String),
+    Refused(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Expired(text) | Self::Refused(text) => f.write_str(text),
         }
     }
 }
@@ -352,6 +402,22 @@ impl ServerHandler for Proxy {
             ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
             _ => Err(ErrorData::internal_error("unexpected answer to tools/call", None)),
         }
+    }
+
+    /// The client's handshake is done: open the upstream session now rather than at its first
+    /// request, as MODEL.md §1.4 has a bridge forward `initialize` at once. The server then hears
+    /// the client arrive (rmcp ends its handshake with its own `notifications/initialized`)
+    /// however long the first request is in coming: sdk hunt seed 2026,
+    /// `v1.sdk.none.d85e7cf264ecf8af`, a client that wrote only a malformed line after its
+    /// handshake, and a server that heard nothing of it for 252 s. A connect that fails is tried
+    /// again on the outbox's backoff.
+    async fn on_initialized(&self, _context: NotificationContext<RoleServer>) {
+        let proxy = self.clone();
+        tokio::spawn(async move {
+            if proxy.peer().await.is_err() {
+                proxy.retry_later();
+            }
+        });
     }
 
     async fn on_cancelled(&self, params: CancelledNotificationParam, context: NotificationContext<RoleServer>) {

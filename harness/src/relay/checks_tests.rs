@@ -1637,6 +1637,64 @@ fn reply_accounting_follows_the_stream_the_reply_was_written_to() {
     assert_one(&found, "reply_accounting", 7, "on s1 stream post-3 (a connection open from 300 until 4000 ms), but the client read nothing");
 }
 
+// sdk hunt seed 2026 (v1.sdk.none.687a9baebcbfe3ef): rmcp numbers each session's requests
+// from 0, so upstream id 1 is the client's call "r0" on s1 and its list "7" on s2. The list's
+// reply on s2 was taken for the call's, and the client's true answer for a reply to another
+// request. An upstream id is judged within its session.
+#[test]
+fn reply_accounting_reads_an_upstream_id_within_its_session() {
+    let post = |at_ms: u64, session: &str, client: &str, method: &str, action: &str| {
+        let fields = [("session", json!(session)), ("id", json!("1")), ("client_id", json!(client)), ("method", json!(method)), ("action", json!(action)), ("key", json!("")), ("status", json!(200))];
+        TraceEvent::new(at_ms, host::RELAYER, kind::HTTP_POST, &fields)
+    };
+    let sent = |at_ms: u64, session: &str, client: &str, action: &str, msg: &Value| {
+        let fields = [("id", json!("1")), ("client_id", json!(client)), ("action", json!(action)), ("session", json!(session)), ("msg", json!(msg.to_string()))];
+        TraceEvent::new(at_ms, host::RELAYER, kind::REPLY_SENT, &fields)
+    };
+    let listed = list_result(json!(1));
+    let mut listed_for_client = listed.clone();
+    listed_for_client["id"] = json!("7");
+    let events = vec![
+        std_spec(),                                                                      // 0
+        r_open(0, "s1"),                                                                 // 1
+        send(10, &call(json!("r0"), "a2")),                                              // 2
+        post(20, "s1", "\"r0\"", "tools/call", "a2"),                                   // 3
+        sent(60, "s1", "\"r0\"", "a2", &tool_result(json!(1), "remember a2: done", false)), // 4
+        recv(70, &tool_result(json!("r0"), "remember a2: done", false)),                 // 5
+        r_open(500, "s2"),                                                               // 6
+        send(600, &list(json!("7"))),                                                    // 7
+        post(650, "s2", "\"7\"", "tools/list", ""),                                     // 8
+        sent(650, "s2", "\"7\"", "", &listed),                                          // 9
+        recv(700, &listed_for_client),                                                   // 10
+    ];
+    assert_clean(&run(outcome_checks::reply_accounting, events.clone()));
+    assert_clean(&run(outcome_checks::user_outcomes, events));
+}
+
+// sdk hunt seed 2026 (v1.sdk.none.532f9878d3a13d2e): rmcp's client serves tools/list from its
+// cache (src/service/client.rs:1932-1940), with no request upstream. The list the relayer last
+// sent is the truth; any other list is not.
+#[test]
+fn user_outcomes_takes_a_cached_listing_of_the_relayers_last_list() {
+    let listed = list_result(json!(1));
+    let cached = |tools: Value| {
+        let mut answer = list_result(json!(2));
+        answer["result"]["tools"] = tools;
+        vec![
+            std_spec(),                                   // 0
+            r_open(0, "s1"),                              // 1
+            send(10, &list(json!(1))),                    // 2
+            r_post(11, "s1", "1", "tools/list", "", 202), // 3
+            r_sent(12, "1", "", "s1", &listed),           // 4
+            recv(13, &listed),                            // 5
+            send(20, &list(json!(2))),                    // 6
+            recv(21, &answer),                            // 7
+        ]
+    };
+    assert_clean(&run(outcome_checks::user_outcomes, cached(listed["result"]["tools"].clone())));
+    assert_one(&run(outcome_checks::user_outcomes, cached(json!([]))), "user_outcomes", 7, "which the relayer never sent");
+}
+
 #[test]
 fn reply_accounting_flags_an_answer_taken_from_another_request() {
     let mut events = accepted_call();
@@ -1901,6 +1959,22 @@ fn notifications_delivered_flags_a_dropped_notification() {
     let mut events = note_sent();
     events.push(client_eof(30_000)); // 3
     assert_one(&run(outcome_checks::notifications_delivered, events), "notifications_delivered", 2, "never reached the relayer");
+}
+
+// Issue #28: the time a bridge is given to deliver a notification before the client leaves is
+// a reconnect's (recovery_ms), never its call deadline: for a bridge with none (rmcp's; the
+// spec's deadline is then the horizon) the old window covered the whole run, so every
+// notification it never sent was excused.
+#[test]
+fn notifications_delivered_gives_a_bridge_without_a_deadline_a_reconnects_time() {
+    let no_deadline = |eof_ms: u64| {
+        let mut events = note_sent();
+        events[0] = spec(1_000_000, 5_000, 10, 1_000_000);
+        events.push(client_eof(eof_ms)); // 3
+        events
+    };
+    assert_clean(&run(outcome_checks::notifications_delivered, no_deadline(10_000)));
+    assert_one(&run(outcome_checks::notifications_delivered, no_deadline(30_000)), "notifications_delivered", 2, "never reached the relayer");
 }
 
 // A notification (step 2) whose POST met a session the relayer had lost (404) must go again to

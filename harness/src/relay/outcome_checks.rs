@@ -146,11 +146,12 @@ impl Facts<'_> {
 /// again: the refusal (an HTTP status, or a reset connection) reached the bridge, so it may
 /// explain an error, never silence (ORACLES.md §8: what the bridge does next is its decision).
 ///
-/// Excused share: about a quarter of the requests of generated cases (25.6 % on seed 2026's
-/// 1 000 cases), because the generator puts several faults in most cases and a request whose
-/// life a fault window meets may end in a true error. Each excuse is a mechanism of
-/// [`Facts::touched`]; a request it excuses is still judged by `reply_accounting` (a reply the
-/// relayer sent reaches the client) and `truthful_endings` (its error says what happened).
+/// An excuse is weighed only for an outcome that needs one: a true answer holds whatever faults
+/// met the request. Excused share on seed 2026's 1 000 cases: 9.3 % (relay), 9.5 % (sdk),
+/// 12.9 % (sdk_rmcp): requests that a fault's window met and that ended in an error or no
+/// answer. Each excuse is a mechanism of [`Facts::touched`]; a request it excuses is still
+/// judged by `reply_accounting` (a reply the relayer sent reaches the client) and
+/// `truthful_endings` (its error says what happened).
 pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for (n, request) in facts.requests.iter().enumerate() {
@@ -169,12 +170,14 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
         // (mcp-proxy's stdio server does) tells the client the truth, whether or not the server
         // heard it. A true answer holds whatever faults met the request: an excuse is weighed
         // only for an outcome that needs one (no answer, or one the relayer never sent).
+        // A listing a bridge serves from its cache (rmcp's client does, src/service/client.rs:
+        // 1932-1940) is true if it is the list the relayer last sent before it.
         let true_answer = request.answered.as_ref().is_some_and(|answer| {
             facts.requests.iter().zip(&facts.stories.of).any(|(asked, asked_story)| {
                 asked.id == request.id
                     && asked.index < answer.index
                     && (Facts::relayer_sent(asked_story, &answer.msg).is_some() || (asked.method == "ping" && empty_result(&answer.msg)))
-            })
+            }) || (request.method == "tools/list" && last_list_before(facts, answer.index).is_some_and(|list| same_reply(&list.msg, &answer.msg)))
         });
         if true_answer {
             verdicts::held();
@@ -219,6 +222,12 @@ fn refused_then_silent(facts: &Facts<'_>, n: usize) -> Option<String> {
         request.id.as_deref().unwrap_or(""),
         last.at_ms
     ))
+}
+
+/// The last `tools/list` reply the relayer sent before event `index`.
+fn last_list_before<'f>(facts: &'f Facts<'_>, index: usize) -> Option<&'f Sent> {
+    let lists = facts.requests.iter().zip(&facts.stories.of).filter(|(asked, _)| asked.method == "tools/list");
+    lists.flat_map(|(_, story)| &story.sent).filter(|sent| sent.index < index).max_by_key(|sent| sent.index)
 }
 
 /// The excuse a global fault gives a request whose life its influence met.
@@ -686,8 +695,9 @@ pub fn cancellations_name_their_request(facts: &Facts<'_>) -> Vec<Violation> {
 pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     let eof = facts.stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
     // After heal the bridge may still be backing off before its next stream (up to 15 s) or
-    // waiting out a silent one: the outbox drains once it reconnects.
-    let settle = (facts.call_timeout_ms + facts.sweep_period_ms).max(facts.recovery_ms());
+    // waiting out a silent one: the outbox drains once it reconnects. That is the whole excuse:
+    // a bridge's call deadline has no part in it (with none, as rmcp's, it would cover the run).
+    let settle = facts.recovery_ms();
     let posts = &facts.stories.all_posts;
     // Per method: the next POST not yet accounted for.
     let mut next: BTreeMap<String, usize> = BTreeMap::new();
@@ -763,7 +773,7 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             continue;
         }
         if eof < from + settle {
-            verdicts::excused("the client left before the faults healed and the bridge settled");
+            verdicts::excused("the client left before the faults healed and the bridge reconnected");
             continue;
         }
         let detail = format!("notification {method} sent at {} ms never reached the relayer (stdin closed at {eof} ms)", event.at_ms);

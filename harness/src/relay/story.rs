@@ -102,6 +102,34 @@ pub struct Stories {
     pub reset_after_admit: BTreeSet<usize>,
 }
 
+/// The client request each upstream id the relayer saw stands for, as the POST that carried it
+/// says. An id is one session's: a bridge that numbers anew on each session (rmcp: a new
+/// session is a new service and starts again from 0) sends another request under an id an
+/// earlier session used (sdk hunt seed 2026, `v1.sdk.none.687a9baebcbfe3ef`: a list's reply on
+/// the second session was taken for a call's of the first). An event without a session (a
+/// tool's end) names the id's latest POST.
+#[derive(Default)]
+struct Carried {
+    by_session: BTreeMap<(String, String), usize>,
+    latest: BTreeMap<String, usize>,
+}
+
+impl Carried {
+    fn get(&self, event: &TraceEvent) -> Option<usize> {
+        let (session, id) = (event.text("session"), event.text("id"));
+        match session.is_empty() {
+            true => self.latest.get(&id).copied(),
+            false => self.by_session.get(&(session, id)).copied(),
+        }
+    }
+
+    fn insert(&mut self, post: &TraceEvent, n: usize) {
+        let (session, id) = (post.text("session"), post.text("id"));
+        self.latest.insert(id.clone(), n);
+        self.by_session.insert((session, id), n);
+    }
+}
+
 /// The status of an `http.post` as the checkers read it: any 2xx is an acceptance (202). The
 /// relay API and HTTP+SSE accept with 202 and answer on the stream; Streamable HTTP answers a
 /// request with 200 (its reply, as JSON or a stream of its own), a notification with 202.
@@ -142,7 +170,7 @@ impl Stories {
         }
         // An event for a request the relayer knows by the id it carried: the POST that brought
         // that id names the client's request (by client id and method).
-        let mut carried: BTreeMap<String, usize> = BTreeMap::new();
+        let mut carried = Carried::default();
         let owner = |event: &TraceEvent, method: Option<&str>| -> Option<usize> {
             let action = event.text("action");
             if !action.is_empty() {
@@ -164,10 +192,10 @@ impl Stories {
         // An event that names its action belongs to that action's request: the id it carried
         // may have been reused in flight, so the latest POST of that id can be another request's
         // (mcp-remote, live.v1.relay.none.816a060de28e1359).
-        let owner_of = |carried: &BTreeMap<String, usize>, event: &TraceEvent| -> Option<usize> {
+        let owner_of = |carried: &Carried, event: &TraceEvent| -> Option<usize> {
             let action = event.text("action");
             let by_own_action = by_action.get(action.as_str()).copied().filter(|_| !action.is_empty());
-            by_own_action.or_else(|| carried.get(&event.text("id")).copied()).or_else(|| owner(event, None))
+            by_own_action.or_else(|| carried.get(event)).or_else(|| owner(event, None))
         };
         let mut claimed: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
         // The connection serving each stream now, by (session, stream name).
@@ -249,15 +277,15 @@ impl Stories {
                         let first = |slack: u64| candidates.iter().copied().find(|n| unclaimed(n) && waiting(*n, slack));
                         first(0).or_else(|| first(facts.slack_ms)).or_else(|| candidates.iter().copied().find(unclaimed))
                     };
-                    let found = match (rewritten, carried.get(&upstream)) {
-                        (true, Some(n)) => Some(*n),
+                    let found = match (rewritten, carried.get(event)) {
+                        (true, Some(n)) => Some(n),
                         (true, None) => fifo(),
                         (false, _) => owner(event, Some(&method)),
                     };
                     if let Some(n) = found {
                         if facts.requests[n].method == method {
                             claimed.insert(n);
-                            carried.insert(event.text("id"), n);
+                            carried.insert(event, n);
                             stories.of[n].posts.push(Post { index, at_ms: event.at_ms, session, status, reset: false });
                         }
                     }

@@ -219,7 +219,9 @@ fn cancellations_written_while_the_connect_fails_wait_for_the_session() {
 // reached the relayer. rmcp's own client fails a 429 before reading its body
 // (`transport/common/reqwest/streamable_http_client.rs:335-343`); ours now does the same: the
 // 429 now fails the handshake's `initialized` at 1150 ms, rmcp starts a new session, and the
-// cancellation waits in the outbox and reaches the relayer on it.
+// cancellation waits in the outbox and reaches the relayer on it. (Since the bridge connects at
+// the client's handshake, the window opens at 901 ms, not 1001, and meets the cancellation's
+// own POST at 1000 ms: refused with 429, tried again, accepted at 1250 ms.)
 #[test]
 fn a_notification_refused_with_429_is_sent_again() {
     let outcome = race("rate_limited_note_reported_sent");
@@ -236,6 +238,8 @@ fn a_notification_refused_with_429_is_sent_again() {
 // client's cancellation at 600 ms; the flush before the call at 587 ms tried it once more and
 // let the call go, accepted, while nothing ever sent the cancellation again
 // (`notifications_delivered`). Now the flush retries it on a backoff and the call goes after it.
+// (Since the bridge connects at the client's handshake, the window opens at 401 ms, not 501, to
+// meet the cancellation's POST, now at 500 ms.)
 #[test]
 fn a_request_waits_behind_a_refused_notification() {
     let outcome = race("refused_note_passed_by_a_later_request");
@@ -289,11 +293,13 @@ fn a_reply_on_a_stream_the_flap_never_let_resume_is_not_owed() {
 // Goal: a POST refused with an id-less JSON-RPC error neither hangs its request nor loses its
 // notification (docs/findings.md, R2: rmcp's; the bridge's HTTP client works around it).
 // Method: the race the seed-2026 hunt found (v1.sdk.refusal_without_id.a703fe600c477f7c,
-// shrunk): a 500 window from 1001 ms refuses the handshake's `initialized` and the first calls.
+// shrunk): a 500 window refuses the handshake's `initialized` and the first call. (The window
+// opened at 1001 ms for 900 ms when the bridge connected at the first message; since it
+// connects at the client's handshake it opens at 251 ms for 1700 ms, to meet the same POSTs.)
 // With the switch on (rmcp as released), the refusal's error has no id: rmcp reports the
 // notification sent and drops the error, and a call waits until stdin closes, 27 s later
 // (`user_outcomes`). With the workaround the refused `initialized` fails its send, rmcp starts
-// a new session, and every call is answered.
+// a new session, and every call is answered: the one the window refused with that refusal.
 #[test]
 fn a_refusal_without_an_id_fails_its_send_and_never_hangs_the_call() {
     let rmcp = race_edited("refusal_without_id_hangs_the_call", |s| s["family"]["bugs"]["refusal_without_id"] = serde_json::json!(true));
@@ -303,9 +309,18 @@ fn a_refusal_without_an_id_fails_its_send_and_never_hangs_the_call() {
     let trace = scenarios::snapshot(&outcome.trace);
     assert!(outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.num("status") == 500), "the window refuses a POST:\n{trace}");
     assert_eq!(outcome.violations, vec![], "{trace}");
-    let calls = outcome.trace.of_kind(kind::MCP_SEND).filter(|(_, e)| e.text("msg").contains("tools/call")).count();
-    let answered = outcome.trace.of_kind(kind::MCP_RECV).filter(|(_, e)| e.text("msg").contains("done")).count();
-    assert_eq!((calls, answered), (5, 5), "every call is answered:\n{trace}");
+    let calls: Vec<String> = outcome
+        .trace
+        .of_kind(kind::MCP_SEND)
+        .filter_map(|(_, e)| serde_json::from_str::<serde_json::Value>(&e.text("msg")).ok())
+        .filter(|msg| msg["method"] == "tools/call")
+        .map(|msg| msg["id"].to_string())
+        .collect();
+    let mut unanswered: Vec<&String> = calls.iter().filter(|id| !answered(&outcome).contains(id)).collect();
+    unanswered.dedup();
+    assert_eq!((calls.len(), unanswered), (5, vec![]), "every call is answered:\n{trace}");
+    let refused = answer_to(&outcome, &serde_json::json!(9007199254740995u64)).and_then(|a| a.pointer("/error/message").map(|m| m.to_string()));
+    assert!(refused.is_some_and(|m| m.contains("HTTP 500")), "the call the window refused is told so:\n{trace}");
 }
 
 // Goal: a cancellation of an id the client has nothing in flight under still reaches the
@@ -377,4 +392,40 @@ fn a_cancellation_of_a_number_leaves_the_string_id_of_its_digits_alone() {
     let answer = answer_to(&outcome, &serde_json::json!("9")).expect("call \"9\" answered");
     assert_eq!(answer.pointer("/result/isError"), Some(&serde_json::json!(false)), "call \"9\" is not cancelled:\n{trace}");
     assert!(note_accepted(&outcome, "12"), "the cancellation reaches the relayer:\n{trace}");
+}
+
+// Goal: the server hears a client that finished its handshake, whether or not a request
+// follows. Method: the case the seed-2026 hunt found once `notifications_delivered` stopped
+// excusing a bridge with no deadline for the whole run (v1.sdk.none.d85e7cf264ecf8af, shrunk):
+// no fault; the client initializes, then writes only a malformed line and stays 252 s. The
+// bridge connected on a first request only, so the client's `notifications/initialized` never
+// reached the server. Now it connects once the client's handshake is done (rmcp ends the
+// upstream handshake with its own `notifications/initialized`).
+#[test]
+fn a_client_that_initializes_is_heard_upstream_before_any_request() {
+    let outcome = race("initialized_then_no_request");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let initialized = outcome.trace.of_kind(kind::HTTP_POST).find(|(_, e)| e.text("method") == "notifications/initialized" && e.num("status") == 202);
+    assert!(initialized.is_some_and(|(_, e)| e.at_ms < 1_000), "the server heard the client's handshake at once:\n{trace}");
+}
+
+// Goal: a session the server forgot is left, whatever the bridge was sending when it learned
+// so. Method: the race the seed-2026 hunt found once `notifications_delivered` judged a bridge
+// with no deadline (v1.sdk.none.f5d785d4575a1a18, shrunk): the relayer restarts at 1500 ms and
+// forgets the session; the client writes only cancellations after. rmcp recovers a session for a
+// request, never for a notification (a cancellation's 404 comes back as "Session expired"), and
+// the bridge sent both into the dead session, again and again, until stdin closed 29 s later
+// (and would have failed every request behind them). Now it leaves the session on the 404 and
+// the notifications go on a new one.
+#[test]
+fn a_notification_refused_by_a_forgotten_session_goes_on_a_new_one() {
+    let outcome = race("notification_into_a_forgotten_session");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert!(outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.num("status") == 404 && e.text("note") == "2"), "the forgotten session refuses the cancellation:\n{trace}");
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    for note in ["2", "3"] {
+        let on_a_new_session = outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.text("note") == note && e.num("status") == 202 && e.text("session").starts_with("b2-"));
+        assert!(on_a_new_session, "cancellation {note} reaches the restarted relayer:\n{trace}");
+    }
 }
