@@ -1977,6 +1977,27 @@ fn notifications_delivered_gives_a_bridge_without_a_deadline_a_reconnects_time()
     assert_one(&run(outcome_checks::notifications_delivered, no_deadline(30_000)), "notifications_delivered", 2, "never reached the relayer");
 }
 
+// Relay soak token v1.relay.none.e48fc9a2256474a3: a flap cut every stream from before the
+// notification until the client left, so the bridge never had a session to send it on. Its time
+// to deliver runs from the end of the last fault window open before the client left, not from
+// the write.
+#[test]
+fn notifications_delivered_gives_no_time_while_a_fault_holds_the_bridge_off() {
+    let flap = |phase: &str, at_ms: u64| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("stream_flap")), ("phase", json!(phase)), ("detail", json!("f"))]);
+    let flapping_until = |end_ms: u64| {
+        let mut events = note_sent();
+        events[0] = spec(1_000, 500, 10, 100_000);
+        events.insert(1, flap("start", 5)); // 1
+        if end_ms < 60_000 {
+            events.push(flap("end", end_ms));
+        }
+        events.push(client_eof(60_000));
+        events
+    };
+    assert_clean(&run(outcome_checks::notifications_delivered, flapping_until(100_000)));
+    assert_one(&run(outcome_checks::notifications_delivered, flapping_until(20)), "notifications_delivered", 3, "never reached the relayer");
+}
+
 // A notification (step 2) whose POST met a session the relayer had lost (404) must go again to
 // the next session before the call the client wrote after it, however soon the client closes.
 #[test]

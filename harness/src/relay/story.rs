@@ -277,7 +277,13 @@ impl Stories {
                         let first = |slack: u64| candidates.iter().copied().find(|n| unclaimed(n) && waiting(*n, slack));
                         first(0).or_else(|| first(facts.slack_ms)).or_else(|| candidates.iter().copied().find(unclaimed))
                     };
-                    let found = match (rewritten, carried.get(event)) {
+                    // An id this session has not carried may be one an earlier session did, for the
+                    // same request (the relay bridge replays a request under its upstream id) or
+                    // for another (rmcp numbers each session from 0): the same client id and
+                    // method tell which.
+                    let same_request = |n: &usize| facts.requests[*n].method == method && facts.requests[*n].id.as_deref() == Some(client.as_str());
+                    let known = carried.get(event).or_else(|| carried.latest.get(&upstream).copied().filter(same_request));
+                    let found = match (rewritten, known) {
                         (true, Some(n)) => Some(n),
                         (true, None) => fifo(),
                         (false, _) => owner(event, Some(&method)),

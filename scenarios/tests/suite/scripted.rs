@@ -511,6 +511,24 @@ fn the_next_notification_of_a_method_is_no_retry_of_one_refused_for_good() {
     assert!(accepted[0].0 > refused.last().unwrap().0, "step 4 was accepted after its refusals: {cancels:?}");
 }
 
+// Goal: a request the bridge replays to a new session under its upstream id stays that
+// request's (a harness error the soak found, c3548db). Method: replay the case (relay soak seed
+// 0xad96e17998c384b1, token v1.relay.none.f84dcdacc0666a52, shrunk): ping -3 went as "relay-2"
+// on the first session and was replayed as "relay-2" on the second, where a reset after
+// admission cut its POST while its reply went out on the stream. c3548db keyed upstream ids by
+// session (rmcp numbers each session anew) and lost the replay's owner: `post_retries` read a
+// reset with retries left and no answer. An id a session has not carried is an earlier
+// session's when the client id and method agree.
+#[test]
+fn a_request_replayed_to_a_new_session_keeps_its_story() {
+    let outcome = race("relay_request_replayed_under_its_upstream_id_on_a_new_session");
+    assert_eq!(outcome.violations, vec![]);
+    let posts = events(&outcome, kind::HTTP_POST);
+    let sessions: std::collections::BTreeSet<String> = posts.iter().filter(|e| e.text("id") == "\"relay-2\"").map(|e| e.text("session")).collect();
+    assert!(sessions.len() >= 2, "the ping is POSTed on two sessions under one upstream id: {sessions:?}");
+    assert!(fired(&outcome, "post_reset"), "a reset after admission cuts a POST");
+}
+
 // Goal: what a POST's status says is recorded for the request that POST carried, never for the
 // next request of its id. Method: replay the case the 20-seed soak reported (relay seed
 // 0xd86e1b75d0b0570e, token v1.relay.none.bd50eed5fc16b1eb, shrunk): call 2 (a1) is replayed
