@@ -143,7 +143,7 @@ impl Proxy {
         key: &str,
         what: &str,
     ) -> Result<ServerResult, ErrorData> {
-        let mut connects = 0;
+        let mut reconnected = false;
         let handle = loop {
             let peer = self.peer().await?;
             let mut outbox = self.outbox.lock().await;
@@ -152,8 +152,8 @@ impl Proxy {
             // the request fails saying so, rather than wait on a refusal that may be for good.
             // A session the server forgot is left, and the request goes on the next.
             match self.flush(&peer, &mut outbox).await {
-                Err(Refusal::Expired(_)) if connects == 0 => {
-                    connects += 1;
+                Err(Refusal::Expired(_)) if !reconnected => {
+                    reconnected = true;
                     continue;
                 }
                 Err(refused) => {

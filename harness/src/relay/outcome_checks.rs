@@ -698,6 +698,13 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     // waiting out a silent one: the outbox drains once it reconnects. That is the whole excuse:
     // a bridge's call deadline has no part in it (with none, as rmcp's, it would cover the run).
     let settle = facts.recovery_ms();
+    // The bridge's time to deliver runs from when the faults that could hold it off ended: the
+    // heal, or the end of the last fault window open before the client left (one still open
+    // then, a flap that cut every stream to the end, say, leaves no time at all: relay soak
+    // token v1.relay.none.e48fc9a2256474a3).
+    let windows = facts.stories.global_faults.iter().chain(&facts.stories.refusal_windows);
+    let last_fault_end = windows.filter(|(_, start, _)| *start <= eof).map(|(_, _, end)| *end).max().unwrap_or(0);
+    let faults_over = facts.stories.heal_ms.unwrap_or(0).max(last_fault_end);
     let posts = &facts.stories.all_posts;
     // Per method: the next POST not yet accounted for.
     let mut next: BTreeMap<String, usize> = BTreeMap::new();
@@ -767,13 +774,7 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             found.push(facts.violation("notifications_delivered", index, detail));
             continue;
         }
-        // The bridge's time to deliver runs from when the faults that could hold it off ended:
-        // the heal, or the end of the last fault window open before the client left (one still
-        // open then, a flap that cut every stream to the end, say, leaves no time at all:
-        // relay soak token v1.relay.none.e48fc9a2256474a3).
-        let windows = facts.stories.global_faults.iter().chain(&facts.stories.refusal_windows);
-        let last_fault_end = windows.filter(|(_, start, _)| *start <= eof).map(|(_, _, end)| *end).max().unwrap_or(0);
-        let from = facts.stories.heal_ms.unwrap_or(0).max(last_fault_end).max(event.at_ms);
+        let from = faults_over.max(event.at_ms);
         if delivered {
             verdicts::held();
             continue;

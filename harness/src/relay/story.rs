@@ -117,10 +117,16 @@ struct Carried {
 impl Carried {
     fn get(&self, event: &TraceEvent) -> Option<usize> {
         let (session, id) = (event.text("session"), event.text("id"));
-        match session.is_empty() {
-            true => self.latest.get(&id).copied(),
-            false => self.by_session.get(&(session, id)).copied(),
+        if session.is_empty() {
+            self.earlier(&id)
+        } else {
+            self.by_session.get(&(session, id)).copied()
         }
+    }
+
+    /// The request the latest POST of upstream id `id` carried, on whichever session.
+    fn earlier(&self, id: &str) -> Option<usize> {
+        self.latest.get(id).copied()
     }
 
     fn insert(&mut self, post: &TraceEvent, n: usize) {
@@ -282,7 +288,7 @@ impl Stories {
                     // for another (rmcp numbers each session from 0): the same client id and
                     // method tell which.
                     let same_request = |n: &usize| facts.requests[*n].method == method && facts.requests[*n].id.as_deref() == Some(client.as_str());
-                    let known = carried.get(event).or_else(|| carried.latest.get(&upstream).copied().filter(same_request));
+                    let known = carried.get(event).or_else(|| carried.earlier(&upstream).filter(same_request));
                     let found = match (rewritten, known) {
                         (true, Some(n)) => Some(n),
                         (true, None) => fifo(),
