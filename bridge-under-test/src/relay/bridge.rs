@@ -261,7 +261,7 @@ impl Bridge {
                 Some(Outgoing::Request(key)) => self.post_request(gen, &key).await,
                 Some(Outgoing::Note(seq)) => {
                     if !self.post_note(gen, seq).await {
-                        self.retry_after_refusal();
+                        self.retry_after(refusal_retry_ms());
                         break;
                     }
                 }
@@ -308,17 +308,24 @@ impl Bridge {
                     return false;
                 }
                 status if self.retries_left(status, attempt) => backoff(attempt).await,
-                // No answer at all (network errors): the relayer may have initialized the
-                // session, so the lifecycle goes on with `notifications/initialized` before any
-                // request (a request it then refuses as uninitialized is sent again after a new
-                // `initialize`).
-                0 => break,
-                // Refused for good (401/403, or 429/5xx after the retries): nothing goes to a
-                // session that is not initialized. A request sent anyway could come back "not
-                // initialized" after later ones were accepted, and be sent again behind them.
+                // Past the retries, nothing goes to a session not known to be initialized: a
+                // request sent anyway comes back "not initialized" after later ones were
+                // accepted, and is sent again behind them (soak token
+                // v1.relay.none.ea8736bbeaf3a30c: a0 replayed after a1).
+                //
+                // No answer (a reset, a held link) passes: the requests wait, as for a session
+                // not yet up, and the initialize is tried again after the next step of the retry
+                // backoff, not the cap, so the replays the relayer owes are not held past their
+                // deadlines.
+                0 => {
+                    self.retry_after(RETRY_BASE_MS << self.config.post_retries);
+                    return false;
+                }
+                // Refused for good (401/403, or 429/5xx after the retries): the requests not
+                // accepted are answered with the refusal.
                 status => {
                     self.reject_unaccepted(status, attempt + 1);
-                    self.retry_after_refusal();
+                    self.retry_after(refusal_retry_ms());
                     return false;
                 }
             }
@@ -330,20 +337,20 @@ impl Bridge {
 
     /// When the session's `initialize`, or a notification, is refused for good (or past its
     /// retries), notifications wait in the outbox and the handshake the client completed
-    /// (`notifications/initialized`) is owed to the session. A later message from the client asks
-    /// again; failing that, the pump tries again after the reconnect backoff's cap, so a brief
-    /// revocation never strands them.
-    fn retry_after_refusal(self: &Rc<Self>) {
+    /// (`notifications/initialized`) is owed to the session, as are the replays of requests the
+    /// relayer accepted. A later message from the client asks again; failing that, the pump tries
+    /// again after `after_ms`, so a brief revocation never strands them.
+    fn retry_after(self: &Rc<Self>, after_ms: u64) {
         let owed = {
             let state = self.state.borrow();
-            !state.notes.is_empty() || state.client_initialized
+            !state.notes.is_empty() || state.client_initialized || !state.inflight.is_empty()
         };
         if !owed {
             return;
         }
         let bridge = self.clone();
         let retry = async move {
-            seam::sleep_ms(BridgeConfig::backoff_ms(u32::MAX)).await;
+            seam::sleep_ms(after_ms).await;
             bridge.kick();
         };
         self.tasks.borrow_mut().retry = Some(spawn_owned(retry));
@@ -381,7 +388,7 @@ impl Bridge {
                 _ => break,
             }
         }
-        self.retry_after_refusal();
+        self.retry_after(refusal_retry_ms());
         false
     }
 
@@ -897,6 +904,11 @@ const CHOSEN_CLOSE_MIN_MS: u64 = 1_000;
 /// The first wait before retrying a POST refused transiently; each further retry waits twice
 /// as long (250·2^attempt ms).
 const RETRY_BASE_MS: u64 = 250;
+
+/// How long the pump waits to try again after a refusal for good: the reconnect backoff's cap.
+fn refusal_retry_ms() -> u64 {
+    BridgeConfig::backoff_ms(u32::MAX)
+}
 
 /// Wait out the backoff before retry `attempt + 1` of a refused POST.
 async fn backoff(attempt: u32) {

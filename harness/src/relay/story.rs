@@ -273,15 +273,36 @@ impl Stories {
                     // the relayer after the client read the close-out): a ping closed out unsent
                     // at 8000 ms is not the ping of that id the client sent again at 8000 ms and
                     // the relayer received at 8300 ms (soak token v1.relay.none.75d5a14eba2f9d63).
+                    // A closed-out request is passed over only if some request of that id and
+                    // method will never be POSTed: when as many new upstream ids are still to
+                    // come as there are requests unclaimed, each gets one, in the client's order,
+                    // and the POST in hand is the closed-out one's, in flight at its close-out
+                    // (v1.relay.none.36f61a81eb719fec: its second POST, under another upstream
+                    // id, was the new request's).
                     let fifo = || {
                         let candidates = by_id.get(client.as_str())?;
-                        let unclaimed = |n: &usize| {
-                            let request = &facts.requests[*n];
-                            !claimed.contains(n) && request.method == method && request.at_ms <= event.at_ms + facts.slack_ms
-                        };
+                        let of_key = |n: &usize| !claimed.contains(n) && facts.requests[*n].method == method;
+                        let unclaimed = |n: &usize| of_key(n) && facts.requests[*n].at_ms <= event.at_ms + facts.slack_ms;
                         let waiting = |n: usize, slack: u64| facts.requests[n].answered.as_ref().is_none_or(|a| a.at_ms + slack >= event.at_ms);
                         let first = |slack: u64| candidates.iter().copied().find(|n| unclaimed(n) && waiting(*n, slack));
-                        first(0).or_else(|| first(facts.slack_ms)).or_else(|| candidates.iter().copied().find(unclaimed))
+                        let oldest = candidates.iter().copied().find(unclaimed);
+                        let to_come = || {
+                            let later = facts.trace.events[index + 1..].iter().filter(|later| {
+                                later.host == host::RELAYER
+                                    && later.kind == kind::HTTP_POST
+                                    && later.text("client_id") == client
+                                    && later.text("method") == method
+                                    && later.text("action").is_empty()
+                                    && later.text("id") != upstream
+                                    && carried.earlier(&later.text("id")).is_none()
+                            });
+                            later.map(|later| later.text("id")).collect::<BTreeSet<_>>().len()
+                        };
+                        let skippable = || candidates.iter().filter(|n| of_key(n)).count() > to_come() + 1;
+                        match first(0).or_else(|| first(facts.slack_ms)) {
+                            Some(waiting) if Some(waiting) != oldest && !skippable() => oldest,
+                            waiting => waiting.or(oldest),
+                        }
                     };
                     // An id this session has not carried may be one an earlier session did, for the
                     // same request (the relay bridge replays a request under its upstream id) or
