@@ -87,6 +87,7 @@ impl Proxy {
             if let Some(token) = &self.config.token {
                 transport_config = transport_config.auth_header(token.as_str());
             }
+            transport_config = transport_config.reinit_on_expired_session(self.config.bugs.rmcp_session_recovery);
             let handshake = ().serve(StreamableHttpClientTransport::with_client(client, transport_config));
             if self.config.bugs.handshake_without_timeout {
                 break handshake.await;
@@ -144,7 +145,7 @@ impl Proxy {
         what: &str,
     ) -> Result<ServerResult, ErrorData> {
         let mut reconnected = false;
-        let handle = loop {
+        loop {
             let peer = self.peer().await?;
             let mut outbox = self.outbox.lock().await;
             // The client's order holds: a request goes after the notifications written before
@@ -165,15 +166,28 @@ impl Proxy {
                 Ok(()) => {}
             }
             let options = PeerRequestOptions::no_options().with_meta(context.meta.clone());
-            let handle = peer.send_request_with_option(request, options).await.map_err(|e| upstream_error(what, e))?;
+            let handle = peer.send_request_with_option(request.clone(), options).await.map_err(|e| upstream_error(what, e))?;
             let numbered = Forwarded::Upstream(handle.id.clone());
             let waited = lock(&self.forwarded).insert(key.to_string(), numbered);
             if let Some(Forwarded::Numbering(Some(note))) = waited {
                 let _ = peer.send_notification(renamed(note, handle.id.clone())).await;
             }
-            break handle;
-        };
-        handle.await_response().await.map_err(|e| upstream_error(what, e))
+            drop(outbox);
+            // The server forgot the session before it read the request (404: nothing ran):
+            // the bridge leaves the session and sends the request once more on a new one, as
+            // rmcp's own recovery would, without that recovery's hazards (switch
+            // `rmcp_session_recovery`).
+            match handle.await_response().await {
+                Err(expired) if !reconnected && expired.to_string().contains(SESSION_EXPIRED) => {
+                    self.expire(&peer).await;
+                    reconnected = true;
+                    if let Some(entry @ Forwarded::Upstream(_)) = lock(&self.forwarded).get_mut(key) {
+                        *entry = Forwarded::Numbering(None);
+                    }
+                }
+                answer => return answer.map_err(|e| upstream_error(what, e)),
+            }
+        }
     }
 
     /// Queue a notification and send the outbox once there is a session. A notification written
@@ -227,6 +241,14 @@ impl Proxy {
         let mut slot = self.upstream.lock().await;
         let same = |service: &Upstream| service.peer().peer_info().zip(peer.peer_info()).is_some_and(|(a, b)| Arc::ptr_eq(&a, &b));
         if let Some(service) = slot.take_if(|service| same(service)) {
+            // Each request numbered on it is numbered anew if it is sent again, and its id
+            // upstream names nothing meanwhile (rmcp numbers each session from 0: a
+            // cancellation under the old id would name another request on the new session).
+            for entry in lock(&self.forwarded).values_mut() {
+                if matches!(entry, Forwarded::Upstream(_)) {
+                    *entry = Forwarded::Numbering(None);
+                }
+            }
             tokio::spawn(async move {
                 let _ = service.cancel().await;
             });

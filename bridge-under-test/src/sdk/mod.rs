@@ -45,5 +45,14 @@ crate::bug_switches! {
         /// every client request forever. The bridge gives each handshake `HANDSHAKE_TIMEOUT`
         /// and starts another on a new connection.
         handshake_without_timeout,
+        /// Leave a session the server forgot to rmcp's recovery (`reinit_on_expired_session`,
+        /// on by default). rmcp 3.11.0 answers a cancellation queued while it recovers `Ok` and
+        /// never sends it (src/transport/streamable_http_client.rs:1435-1436, 1558-1568: R3),
+        /// and takes no client message until every request it retried into the new session has
+        /// its response (`:1380-1381`, `:1467`), so one retried request whose answer is lost
+        /// freezes the bridge for good (R4). The bridge turns rmcp's recovery off and recovers
+        /// itself: a request answered "Session expired" leaves the session and goes once more
+        /// on a new one, and the client's notifications wait in its outbox meanwhile.
+        rmcp_session_recovery,
     }
 }

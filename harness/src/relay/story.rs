@@ -299,9 +299,21 @@ impl Stories {
                             later.map(|later| later.text("id")).collect::<BTreeSet<_>>().len()
                         };
                         let skippable = || candidates.iter().filter(|n| of_key(n)).count() > to_come() + 1;
+                        // A bridge that sends a request anew on a new session numbers it anew
+                        // there (the sdk bridge, after a 404: rmcp numbers each session from 0):
+                        // one still waiting, carried so far only on other sessions, is the one.
+                        let resent = || {
+                            candidates.iter().rev().copied().find(|n| {
+                                let request = &facts.requests[*n];
+                                request.method == method
+                                    && request.at_ms <= event.at_ms + facts.slack_ms
+                                    && waiting(*n, 0)
+                                    && stories.of[*n].posts.iter().all(|post| post.session != session)
+                            })
+                        };
                         match first(0).or_else(|| first(facts.slack_ms)) {
                             Some(waiting) if Some(waiting) != oldest && !skippable() => oldest,
-                            waiting => waiting.or(oldest),
+                            waiting => waiting.or(oldest).or_else(resent),
                         }
                     };
                     // An id this session has not carried may be one an earlier session did, for the

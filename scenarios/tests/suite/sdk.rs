@@ -54,9 +54,15 @@ fn rmcp_resumes_a_cut_stream() {
 
 // The budget is 512 cases, not the other families' 256: `handshake_without_timeout` shows only
 // when a handshake's answer is lost and a later request waits on nothing else (case 256 here).
+// `rmcp_session_recovery` is left out: what it turns back on (R3, R4) needs a relayer restart
+// to meet a notification or a lost answer in one case, about one case in a thousand of the
+// soaks before the workaround (43 of 40 000), so its budget is its two races, which fail with it
+// on (`a_cancellation_written_during_a_session_recovery_reaches_the_server`,
+// `a_reply_lost_after_a_session_recovery_does_not_freeze_the_bridge`).
 #[test]
 fn every_sdk_switch_is_found_within_the_budget() {
-    let missed = crate::missed_switches(&harness::sdk::SDK, SdkBugs::NAMES, 512, 0x0BAD_0031);
+    let switches: Vec<&'static str> = SdkBugs::NAMES.iter().copied().filter(|s| *s != "rmcp_session_recovery").collect();
+    let missed = crate::missed_switches(&harness::sdk::SDK, &switches, 512, 0x0BAD_0031);
     assert_eq!(missed, Vec::<&str>::new());
 }
 
@@ -428,4 +434,51 @@ fn a_notification_refused_by_a_forgotten_session_goes_on_a_new_one() {
         let on_a_new_session = outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.text("note") == note && e.num("status") == 202 && e.text("session").starts_with("b2-"));
         assert!(on_a_new_session, "cancellation {note} reaches the restarted relayer:\n{trace}");
     }
+}
+
+/// The (session, note) of each client notification the server accepted.
+fn notes_accepted(outcome: &Outcome) -> Vec<(String, String)> {
+    let accepted = outcome.trace.of_kind(kind::HTTP_POST).filter(|(_, e)| !e.text("note").is_empty() && e.num("status") == 202);
+    accepted.map(|(_, e)| (e.text("session"), e.text("note"))).collect()
+}
+
+// Goal: a cancellation the client writes while the bridge recovers a session the server forgot
+// reaches the server (MODEL.md §4.10; docs/findings.md, R3). Method: the sdk soak's case
+// (v1.sdk.none.13f223878ce7794a, shrunk): the relayer restarts at 6 750 ms, call 3's POST meets
+// 404 at 7 250 ms, and the client cancels at 7 585 ms, while the new session is being made. rmcp's
+// own recovery (switch `rmcp_session_recovery`) answers that cancellation `Ok` and never sends it
+// (src/transport/streamable_http_client.rs:1558-1568). The bridge's recovery sends it on the new
+// session, and call 3 goes there too and is answered.
+#[test]
+fn a_cancellation_written_during_a_session_recovery_reaches_the_server() {
+    let rmcp = race_edited("cancel_during_session_recovery", |s| s["family"]["bugs"]["rmcp_session_recovery"] = serde_json::json!(true));
+    assert!(rmcp.violations.iter().any(|v| v.invariant == "notifications_delivered"), "rmcp's recovery loses it: {:#?}", rmcp.violations);
+    let outcome = race("cancel_during_session_recovery");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let second = sessions(&outcome)[1].clone();
+    assert!(notes_accepted(&outcome).contains(&(second, "5".to_string())), "the cancellation reaches the new session:\n{trace}");
+    assert!(answer_to(&outcome, &serde_json::json!(3)).is_some_and(|a| a.get("result").is_some()), "call 3 is answered:\n{trace}");
+}
+
+// Goal: one request whose answer is lost after a session recovery costs that request, not the
+// bridge (docs/findings.md, R4). Method: the sdk soak's case (v1.sdk.none.b3d3ea146eb1b8d7,
+// shrunk): the relayer restarts at 12 900 ms, list 3's POST meets 404, and its answer on the new
+// session is swallowed. rmcp's own recovery (switch `rmcp_session_recovery`) retries the list
+// and takes no client message until that retry's response comes, which is never: the later
+// ping is never even sent (`user_outcomes`). With the bridge's recovery the list waits alone, and
+// the ping, the call and the notifications after it all reach the server.
+#[test]
+fn a_reply_lost_after_a_session_recovery_does_not_freeze_the_bridge() {
+    let rmcp = race_edited("retried_reply_lost_after_a_restart", |s| s["family"]["bugs"]["rmcp_session_recovery"] = serde_json::json!(true));
+    assert!(rmcp.violations.iter().any(|v| v.invariant == "user_outcomes"), "rmcp's recovery freezes: {:#?}", rmcp.violations);
+    let outcome = race("retried_reply_lost_after_a_restart");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let list: Vec<(String, u64)> =
+        outcome.trace.of_kind(kind::HTTP_POST).filter(|(_, e)| e.text("client_id") == "3").map(|(_, e)| (e.text("session"), e.num("status"))).collect();
+    assert!(list.len() == 2 && list[0].1 == 404 && list[1].1 == 200 && list[0].0 != list[1].0, "list 3 is sent again on the new session: {list:?}");
+    assert!(answer_to(&outcome, &serde_json::json!(6)).is_some_and(|a| a.get("result").is_some()), "the later call is answered:\n{trace}");
+    assert!(answer_to(&outcome, &serde_json::json!(0)).is_some_and(|a| a.get("result").is_some()), "the later ping is answered:\n{trace}");
+    assert_eq!(notes_accepted(&outcome).len(), 2, "both later notifications reach the server:\n{trace}");
 }
