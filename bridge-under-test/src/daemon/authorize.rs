@@ -106,15 +106,11 @@ pub async fn run(ctx: &Rc<Ctx>, request_id: &str, bound_ms: u64) -> Result<Token
         let mut process = ctx.state.borrow_mut();
         (process.rng.hex(64), process.rng.hex(16))
     };
-    lock(&ctx.callbacks).pending.insert(state.clone());
+    let pending = Pending::new(&ctx.callbacks, &state);
     emit!(kind::DAEMON_OAUTH, pid = ctx.pid, id = %request_id, phase = "start", state = %state);
     let flow = flow(ctx, &verifier, &state);
     let outcome = tokio::time::timeout(Duration::from_millis(bound_ms), flow).await;
-    {
-        let mut callbacks = lock(&ctx.callbacks);
-        callbacks.pending.remove(&state);
-        callbacks.codes.remove(&state);
-    }
+    drop(pending);
     let (phase, result) = match outcome {
         Ok(Ok(token)) => ("token", Ok(token)),
         Ok(Err(error)) => ("error", Err(error)),
@@ -125,6 +121,31 @@ pub async fn run(ctx: &Rc<Ctx>, request_id: &str, bound_ms: u64) -> Result<Token
     };
     emit!(kind::DAEMON_OAUTH, pid = ctx.pid, id = %request_id, phase, state = %state);
     result
+}
+
+/// A flow's `state` in progress at the redirect listener, for as long as the flow runs: dropped
+/// when the flow ends, however it ends. A flow whose request is dropped mid-wait (the daemon
+/// drops work nobody waits for: its client's connection went) is over too, and its redirect is
+/// refused; a state left pending had the listener accept the user's approval and the code
+/// thrown away (`approvals_are_used`, daemon hunt seed 2026, `v1.daemon.none.7f4742491c3a899f`).
+struct Pending {
+    callbacks: SharedCallbacks,
+    state: String,
+}
+
+impl Pending {
+    fn new(callbacks: &SharedCallbacks, state: &str) -> Self {
+        lock(callbacks).pending.insert(state.to_string());
+        Self { callbacks: callbacks.clone(), state: state.to_string() }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut callbacks = lock(&self.callbacks);
+        callbacks.pending.remove(&self.state);
+        callbacks.codes.remove(&self.state);
+    }
 }
 
 /// The authorization server's endpoints.

@@ -59,9 +59,11 @@ pub struct Proxy {
 
 /// A request the bridge is forwarding.
 enum Forwarded {
-    /// Not yet numbered by rmcp (waiting for a session): a cancellation of it waits here and
-    /// goes under its upstream id once it has one.
-    Numbering(Option<ClientNotification>),
+    /// Not yet numbered by rmcp (waiting for a session): the cancellations of it wait here, in
+    /// the client's order, and go under its upstream id once it has one. Each is owed delivery:
+    /// a second one written meanwhile once replaced the first (sdk_rmcp soak,
+    /// `v1.sdk_rmcp.none.f620bace59a57aa4`: the cancellation of step 5 never reached the server).
+    Numbering(Vec<ClientNotification>),
     /// The id rmcp gave it upstream.
     Upstream(RequestId),
 }
@@ -121,13 +123,13 @@ impl Proxy {
     /// `context.meta`), and wait for its answer as rmcp's typed calls do (no timeout).
     async fn forward(&self, request: ClientRequest, context: &RequestContext<RoleServer>, what: &str) -> Result<ServerResult, ErrorData> {
         let key = id_key(&context.id);
-        lock(&self.forwarded).insert(key.clone(), Forwarded::Numbering(None));
+        lock(&self.forwarded).insert(key.clone(), Forwarded::Numbering(Vec::new()));
         let answer = self.send_and_wait(request, context, &key, what).await;
         // A cancellation that waited for a request never numbered (the connect failed) names
         // nothing upstream: it goes as written, judged like any other.
         let unnumbered = lock(&self.forwarded).remove(&key);
-        if let Some(Forwarded::Numbering(Some(note))) = unnumbered {
-            self.outbox.lock().await.push_back(note);
+        if let Some(Forwarded::Numbering(notes)) = unnumbered {
+            self.outbox.lock().await.extend(notes);
         }
         answer
     }
@@ -169,8 +171,10 @@ impl Proxy {
             let handle = peer.send_request_with_option(request.clone(), options).await.map_err(|e| upstream_error(what, e))?;
             let numbered = Forwarded::Upstream(handle.id.clone());
             let waited = lock(&self.forwarded).insert(key.to_string(), numbered);
-            if let Some(Forwarded::Numbering(Some(note))) = waited {
-                let _ = peer.send_notification(renamed(note, handle.id.clone())).await;
+            if let Some(Forwarded::Numbering(notes)) = waited {
+                for note in notes {
+                    let _ = peer.send_notification(renamed(note, handle.id.clone())).await;
+                }
             }
             drop(outbox);
             // The server forgot the session before it read the request (404: nothing ran):
@@ -182,7 +186,7 @@ impl Proxy {
                     self.expire(&peer).await;
                     reconnected = true;
                     if let Some(entry @ Forwarded::Upstream(_)) = lock(&self.forwarded).get_mut(key) {
-                        *entry = Forwarded::Numbering(None);
+                        *entry = Forwarded::Numbering(Vec::new());
                     }
                 }
                 answer => return answer.map_err(|e| upstream_error(what, e)),
@@ -192,13 +196,17 @@ impl Proxy {
 
     /// Queue a notification and send the outbox once there is a session. A notification written
     /// while the connect fails waits for the next session instead of being dropped
-    /// (docs/findings.md, K3).
+    /// (docs/findings.md, K3), and the outbox tries again on its backoff: a client that writes
+    /// nothing more is owed it all the same (sdk soak, `v1.sdk.none.7633f1b72d33f45a`: three
+    /// notifications written while every handshake was refused waited 250 s, until stdin closed).
     async fn notify(&self, notification: ClientNotification) {
         self.outbox.lock().await.push_back(notification);
-        if let Ok(peer) = self.peer().await {
-            if self.flush(&peer, &mut *self.outbox.lock().await).await.is_err() {
-                self.retry_later();
-            }
+        let sent = match self.peer().await {
+            Ok(peer) => self.flush(&peer, &mut *self.outbox.lock().await).await.is_ok(),
+            Err(_) => false,
+        };
+        if !sent {
+            self.retry_later();
         }
     }
 
@@ -246,7 +254,7 @@ impl Proxy {
             // cancellation under the old id would name another request on the new session).
             for entry in lock(&self.forwarded).values_mut() {
                 if matches!(entry, Forwarded::Upstream(_)) {
-                    *entry = Forwarded::Numbering(None);
+                    *entry = Forwarded::Numbering(Vec::new());
                 }
             }
             tokio::spawn(async move {
@@ -298,7 +306,7 @@ impl Proxy {
         match entry {
             Some(Forwarded::Upstream(upstream)) => Some(renamed(note, upstream.clone())),
             Some(Forwarded::Numbering(waiting)) => {
-                *waiting = Some(note);
+                waiting.push(note);
                 None
             }
             None if collides => Some(renamed(note, unnumbered(&named))),

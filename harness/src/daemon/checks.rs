@@ -21,6 +21,7 @@ pub type Checker = fn(&Facts<'_>) -> Vec<Violation>;
 pub const CHECKERS: &[(&str, Checker)] = &[
     ("no_early_timeout", no_early_timeout),
     ("one_oauth_flow_per_action", one_oauth_flow_per_action),
+    ("approvals_are_used", approvals_are_used),
     ("executes_once", executes_once),
     ("no_needless_launch", no_needless_launch),
     ("bounded_latency", bounded_latency),
@@ -426,6 +427,75 @@ pub fn one_oauth_flow_per_action(facts: &Facts<'_>) -> Vec<Violation> {
     }
     capped(found)
 }
+
+/// An approval the daemon's redirect listener accepted (the browser read 200 at the end of its
+/// redirect) is used: the daemon exchanges that flow's code at the token endpoint (an
+/// `oauth.token` for the flow's `state`), at any time after. A listener that accepts the
+/// redirect of a flow the daemon no longer runs (its request was dropped mid-wait, its `state`
+/// left pending) shows the user "approved" and throws the code away: the next request prompts
+/// again. Excused only when the daemon that ran the flow crashed after the approval, a stall froze
+/// it as the redirect came, a fault cut the flow's request at the CLI within a slack of the
+/// redirect, or the redirect met the flow's OAuth bound within a slack; not judged when the run
+/// ends within a slack of it.
+pub fn approvals_are_used(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    // The daemon that started each flow (`daemon.oauth phase=start` names its state).
+    let flows: BTreeMap<String, (u64, String)> = facts
+        .trace
+        .of_kind(kind::DAEMON_OAUTH)
+        .filter(|(_, e)| e.text("phase") == "start")
+        .map(|(_, e)| (e.text("state"), (e.num("pid"), e.text("id"))))
+        .collect();
+    // When each flow's OAuth bound ended it (`phase=timeout`).
+    let timeouts: BTreeMap<String, u64> = facts
+        .trace
+        .of_kind(kind::DAEMON_OAUTH)
+        .filter(|(_, e)| e.text("phase") == "timeout")
+        .map(|(_, e)| (e.text("state"), e.at_ms))
+        .collect();
+    for (index, approval) in facts.trace.of_kind(kind::BROWSER_APPROVE) {
+        if approval.num("status") != 200 {
+            continue;
+        }
+        let state = approval.text("state");
+        let exchanged = facts.trace.of_kind(kind::OAUTH_TOKEN).any(|(_, e)| {
+            e.text("state") == state && e.text("grant") != "refresh_token" && e.at_ms + facts.slack_ms >= approval.at_ms
+        });
+        let (pid, request) = flows.get(&state).map_or((None, None), |(pid, id)| (Some(*pid), facts.attempt(id)));
+        let crashed = facts.effects.crashes.iter().any(|(p, at)| Some(*p) == pid && *at + facts.slack_ms >= approval.at_ms);
+        // A fault cut the flow's request at the CLI as the redirect came: the daemon dropped
+        // the work nobody waited for any more, in the same tick as it accepted the redirect.
+        let near = |at: u64| at + facts.slack_ms >= approval.at_ms && at <= approval.at_ms + facts.slack_ms;
+        let cut = request.filter(|a| a.end.as_ref().is_some_and(|e| near(e.at_ms))).and_then(|a| facts.cut(a));
+        // A stall froze the daemon as the redirect came: its OAuth bound ran out before it
+        // could exchange the code (the listener's socket still completed the redirect).
+        let stalled = facts.held_during("daemon_stall", approval.at_ms.saturating_sub(facts.slack_ms), approval.at_ms + facts.slack_ms);
+        // The redirect came within a slack of the flow's OAuth bound, which ended it before the
+        // exchange could (a tick's race at the deadline, not a code thrown away later).
+        let at_deadline = timeouts.get(&state).is_some_and(|end| near(*end));
+        if exchanged {
+            verdicts::held();
+        } else if crashed {
+            verdicts::excused(super::excuses::CRASH);
+        } else if stalled {
+            verdicts::excused(super::excuses::STALL);
+        } else if let Some(mechanism) = cut {
+            verdicts::excused(mechanism);
+        } else if at_deadline {
+            verdicts::excused(AT_DEADLINE);
+        } else if approval.at_ms + facts.slack_ms < facts.horizon_ms {
+            let detail = format!(
+                "the daemon accepted the browser's redirect for flow {state:?} at {} ms and never exchanged its code",
+                approval.at_ms
+            );
+            found.push(facts.violation("approvals_are_used", index, detail));
+        }
+    }
+    capped(found)
+}
+
+/// An approval that reached the daemon within a slack of its flow's OAuth bound.
+const AT_DEADLINE: &str = "the approval met its flow's OAuth deadline";
 
 /// The daemon executes each logical request once upstream. A second execution is excused only
 /// when the first one's result could not reach the user because of an injected fault's own

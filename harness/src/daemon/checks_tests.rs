@@ -1735,3 +1735,68 @@ fn bounded_waits_flags_a_budget_given_up_before_it_ran_out() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("gave up after 3000 ms of its"), "{found:?}");
 }
+
+/// The browser followed flow `flow`'s redirect back to the daemon and read `status`.
+fn approve(at_ms: u64, flow: u64, status: u64) -> TraceEvent {
+    let fields = [("flow", json!(flow)), ("state", json!(format!("s{flow}"))), ("status", json!(status))];
+    TraceEvent::new(at_ms, host::BROWSER, kind::BROWSER_APPROVE, &fields)
+}
+
+/// Daemon `pid` started flow `flow` for request `id`.
+fn oauth_start(at_ms: u64, pid: u64, id: &str, flow: u64) -> TraceEvent {
+    let fields = [("pid", json!(pid)), ("id", json!(id)), ("phase", json!("start")), ("state", json!(format!("s{flow}")))];
+    TraceEvent::new(at_ms, host::DAEMON, kind::DAEMON_OAUTH, &fields)
+}
+
+#[test]
+fn approvals_are_used_passes_an_exchanged_code_and_a_refused_redirect() {
+    let events = vec![oauth_start(100, 1, "a1.1", 1), approve(400, 1, 200), token(420, 1), oauth_start(500, 1, "a2.1", 2), approve(900, 2, 400)];
+    assert_eq!(run(approvals_are_used, events), vec![]);
+}
+
+#[test]
+fn approvals_are_used_flags_an_accepted_redirect_whose_code_is_never_exchanged() {
+    // Flow 1's request was dropped while it waited (its state left pending): the listener still
+    // accepts the redirect, and no exchange follows.
+    let events = vec![oauth_start(100, 1, "a1.1", 1), approve(4_000, 1, 200), token(4_020, 2)];
+    let found = run(approvals_are_used, events);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("never exchanged its code"), "{}", found[0].detail);
+}
+
+#[test]
+fn approvals_are_used_excuses_a_crash_after_the_approval_only() {
+    let crashed = vec![oauth_start(100, 1, "a1.1", 1), approve(400, 1, 200), exit(405, 1, "crash")];
+    assert_eq!(run(approvals_are_used, crashed), vec![]);
+    let earlier = vec![oauth_start(100, 1, "a1.1", 1), exit(200, 1, "crash"), approve(400, 1, 200)];
+    assert_eq!(run(approvals_are_used, earlier).len(), 1);
+}
+
+#[test]
+fn approvals_are_used_excuses_a_redirect_at_its_flows_deadline_only() {
+    let timeout = |at_ms: u64| {
+        let fields = [("pid", json!(1)), ("id", json!("a1.1")), ("phase", json!("timeout")), ("state", json!("s1"))];
+        TraceEvent::new(at_ms, host::DAEMON, kind::DAEMON_OAUTH, &fields)
+    };
+    // Daemon hunt seed 2026 (v1.daemon.none.adf9ce8fc7269e7f): the redirect came 8 ms before the
+    // flow's bound ended it.
+    let raced = vec![oauth_start(130, 1, "a1.1", 1), approve(3_710, 1, 200), timeout(3_718)];
+    assert_eq!(run(approvals_are_used, raced), vec![]);
+    let earlier = vec![oauth_start(130, 1, "a1.1", 1), approve(3_000, 1, 200), timeout(3_718)];
+    assert_eq!(run(approvals_are_used, earlier).len(), 1);
+}
+
+#[test]
+fn approvals_are_used_excuses_a_reset_of_the_flows_request_as_the_redirect_came_only() {
+    // Daemon hunt seed 2026 (v1.daemon.none.21d96cc1dfdd89e2): a reset tore the flow's request
+    // down in the tick its redirect was accepted; the daemon dropped the work.
+    let attempt = |at: u64| vec![send(10, 1, 1, "callTool", None), fault(at, "socket_reset", "start"), fail(at + 10, "a1.1", "reset")];
+    let mut raced = attempt(1_600);
+    raced.extend([oauth_start(100, 1, "a1.1", 1), approve(1_600, 1, 200)]);
+    raced.sort_by_key(|e| e.at_ms);
+    assert_eq!(run(approvals_are_used, raced), vec![]);
+    let mut earlier = attempt(600);
+    earlier.extend([oauth_start(100, 1, "a1.1", 1), approve(1_600, 1, 200)]);
+    earlier.sort_by_key(|e| e.at_ms);
+    assert_eq!(run(approvals_are_used, earlier).len(), 1);
+}

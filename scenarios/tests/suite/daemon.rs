@@ -575,3 +575,22 @@ fn a_superseded_daemon_writes_its_replies_before_it_exits() {
     let done = events(&outcome, kind::CLI_DONE).into_iter().find(|e| e.num("action") == 2).map(|e| (e.text("outcome"), e.num("attempts")));
     assert_eq!(done, Some(("ok".to_string(), 1)), "action 2 is answered by the daemon that ran it");
 }
+
+// Goal: the daemon's redirect listener accepts the user's approval only for a flow it still runs
+// (approvals_are_used: an approval accepted is a code exchanged). Method: the hunt's case (seed
+// 2026, v1.daemon.none.7f4742491c3a899f, shrunk): a reset at 1 140 ms tears down the connection of
+// call a1.2 while its OAuth flow waits for the user; the daemon drops that work (nobody waits for
+// it), and the user approves at 1 230 ms. The dropped flow left its `state` pending, so the
+// listener answered 200 and the code was never exchanged: the user saw "approved" for nothing.
+// Now the state goes with the flow, however it ends, and the redirect is refused (400).
+#[test]
+fn an_approval_for_a_dropped_flow_is_refused() {
+    let outcome = race("approval_for_a_dropped_flow");
+    assert_eq!(outcome.violations, vec![]);
+    let approvals: Vec<(String, u64)> = events(&outcome, kind::BROWSER_APPROVE).iter().map(|e| (e.text("state"), e.num("status"))).collect();
+    let dropped = events(&outcome, kind::DAEMON_OAUTH).iter().find(|e| e.text("id") == "a1.2" && e.text("phase") == "start").map(|e| e.text("state")).expect("a1.2 starts a flow");
+    assert!(approvals.contains(&(dropped.clone(), 400)), "the dropped flow's redirect is refused: {approvals:?}");
+    assert!(approvals.iter().filter(|(state, _)| *state != dropped).all(|(_, status)| *status == 200), "the live flows' are accepted: {approvals:?}");
+    let reset = events(&outcome, kind::CLI_FAIL).iter().any(|e| e.text("id") == "a1.2" && e.text("reason") == "reset");
+    assert!(reset, "a reset ends a1.2 at the CLI");
+}

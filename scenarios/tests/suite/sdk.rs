@@ -482,3 +482,36 @@ fn a_reply_lost_after_a_session_recovery_does_not_freeze_the_bridge() {
     assert!(answer_to(&outcome, &serde_json::json!(0)).is_some_and(|a| a.get("result").is_some()), "the later ping is answered:\n{trace}");
     assert_eq!(notes_accepted(&outcome).len(), 2, "both later notifications reach the server:\n{trace}");
 }
+
+// Goal: notifications written while no session can be made reach the server once one can, though
+// the client writes nothing more (MODEL.md §4.10). Method: the sdk soak's case
+// (v1.sdk.none.7633f1b72d33f45a, shrunk): after a relayer restart every handshake's answer is
+// withheld, then refused (401) until 49 650 ms; the client writes a roots change, a cancellation
+// and a progress note meanwhile, and then nothing for 250 s. The bridge queued them and waited
+// for the client's next message; now the outbox tries again on its backoff, and all three
+// reach the session made at 50 200 ms.
+#[test]
+fn notifications_written_while_no_handshake_succeeds_are_sent_once_one_does() {
+    let outcome = race("notifications_while_every_handshake_is_refused");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let last = sessions(&outcome).last().cloned().expect("a session");
+    let late: Vec<String> = notes_accepted(&outcome).into_iter().filter(|(s, _)| *s == last).map(|(_, note)| note).collect();
+    assert_eq!(late, ["9", "10", "11"], "the three notifications reach the last session:\n{trace}");
+    let refused = outcome.trace.of_kind(kind::HTTP_POST).filter(|(_, e)| e.num("status") == 401).count();
+    assert!(refused >= 3, "the handshakes are refused first:\n{trace}");
+}
+
+// Goal: every cancellation the client writes of a request still waiting for its upstream id
+// reaches the server (MODEL.md §4.10). Method: the sdk_rmcp soak's case
+// (v1.sdk_rmcp.none.f620bace59a57aa4, shrunk): the server's answer to `initialize` comes 6.5 s
+// late, so list 1 waits for a session; the client cancels it twice (steps 5 and 7). The second
+// cancellation replaced the first in the bridge's wait; both now wait, and both are sent.
+#[test]
+fn two_cancellations_of_a_request_waiting_for_its_id_are_both_sent() {
+    let outcome = race("two_cancellations_before_numbering");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let notes: Vec<String> = notes_accepted(&outcome).into_iter().map(|(_, note)| note).collect();
+    assert!(notes.contains(&"5".to_string()) && notes.contains(&"7".to_string()), "both cancellations reach the server: {notes:?}\n{trace}");
+}
