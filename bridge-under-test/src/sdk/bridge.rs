@@ -150,6 +150,11 @@ impl Proxy {
         loop {
             let peer = self.peer().await?;
             let mut outbox = self.outbox.lock().await;
+            // The session may have been left while this waited for the outbox (a notification's
+            // 404): a request, or a cancellation waiting for it, sent on it is lost.
+            if !self.is_current(&peer).await {
+                continue;
+            }
             // The client's order holds: a request goes after the notifications written before
             // it. One the server still refuses after the retries keeps the request unsent, and
             // the request fails saying so, rather than wait on a refusal that may be for good.
@@ -171,9 +176,14 @@ impl Proxy {
             let handle = peer.send_request_with_option(request.clone(), options).await.map_err(|e| upstream_error(what, e))?;
             let numbered = Forwarded::Upstream(handle.id.clone());
             let waited = lock(&self.forwarded).insert(key.to_string(), numbered);
+            // The cancellations that waited for its id go now; one the session does not take
+            // goes back to the outbox, to be sent as written once it can.
             if let Some(Forwarded::Numbering(notes)) = waited {
                 for note in notes {
-                    let _ = peer.send_notification(renamed(note, handle.id.clone())).await;
+                    if peer.send_notification(renamed(note.clone(), handle.id.clone())).await.is_err() {
+                        outbox.push_front(note);
+                        self.retry_later();
+                    }
                 }
             }
             drop(outbox);
@@ -243,12 +253,16 @@ impl Proxy {
         Ok(())
     }
 
+    /// Whether `peer` still speaks for the bridge's upstream session.
+    async fn is_current(&self, peer: &Peer<RoleClient>) -> bool {
+        self.upstream.lock().await.as_ref().is_some_and(|service| same_session(service, peer))
+    }
+
     /// Leave the upstream session `peer` speaks for, if it is still the bridge's (another task
     /// may have connected anew since): the next send connects.
     async fn expire(&self, peer: &Peer<RoleClient>) {
         let mut slot = self.upstream.lock().await;
-        let same = |service: &Upstream| service.peer().peer_info().zip(peer.peer_info()).is_some_and(|(a, b)| Arc::ptr_eq(&a, &b));
-        if let Some(service) = slot.take_if(|service| same(service)) {
+        if let Some(service) = slot.take_if(|service| same_session(service, peer)) {
             // Each request numbered on it is numbered anew if it is sent again, and its id
             // upstream names nothing meanwhile (rmcp numbers each session from 0: a
             // cancellation under the old id would name another request on the new session).
@@ -313,6 +327,11 @@ impl Proxy {
             None => Some(note),
         }
     }
+}
+
+/// Whether `peer` speaks for `service`'s session (its handshake's answer is the same one).
+fn same_session(service: &Upstream, peer: &Peer<RoleClient>) -> bool {
+    service.peer().peer_info().zip(peer.peer_info()).is_some_and(|(a, b)| Arc::ptr_eq(&a, &b))
 }
 
 /// How rmcp's error for an HTTP 404 to a POST with a session id reads

@@ -515,3 +515,22 @@ fn two_cancellations_of_a_request_waiting_for_its_id_are_both_sent() {
     let notes: Vec<String> = notes_accepted(&outcome).into_iter().map(|(_, note)| note).collect();
     assert!(notes.contains(&"5".to_string()) && notes.contains(&"7".to_string()), "both cancellations reach the server: {notes:?}\n{trace}");
 }
+
+// Goal: a cancellation refused by a session the server forgot reaches the next session, even
+// when a request of the id it names is sent meanwhile (MODEL.md §4.10). Method: the final sdk
+// soak's case (v1.sdk.none.bd4b570f2288654c, shrunk): the client cancels list 3, the relayer
+// restarts, and the cancellation's POST meets 404 at 47 000 ms; the client's call 3, written at
+// 46 994 ms, had taken the session before the bridge left it, took the cancellation into its own
+// wait, and sent it on the dead session, ignoring the failure. The call now sees the session is
+// gone and connects anew, and a waiting cancellation a session does not take goes back to the
+// outbox.
+#[test]
+fn a_cancellation_refused_by_a_forgotten_session_reaches_the_next() {
+    let outcome = race("cancel_refused_by_a_forgotten_session_then_renamed");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let second = sessions(&outcome)[1].clone();
+    assert!(notes_accepted(&outcome).contains(&(second, "5".to_string())), "the cancellation reaches the new session:\n{trace}");
+    let refused = outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.text("note") == "5" && e.num("status") == 404);
+    assert!(refused, "the forgotten session refuses it first:\n{trace}");
+}
