@@ -84,6 +84,15 @@ impl Facts<'_> {
             return Some("the relayer refused a POST of it");
         }
         let end = self.life_end(request);
+        // It waited for a session whose handshake answer a fault destroyed, and its life ended
+        // within a reconnect's time of the last such loss (sdk soak,
+        // v1.sdk.none.5351f87dd73dea51: two answers swallowed, the run over before the third
+        // handshake). A bridge that waits on a lost answer for longer is judged.
+        let first_post = story.posts.first().map_or(u64::MAX, |p| p.at_ms);
+        let lost = self.stories.handshake_lost.iter().filter(|lost| **lost <= end && **lost < first_post).max();
+        if lost.is_some_and(|lost| end < lost + self.recovery_ms()) {
+            return Some("a fault destroyed the answer to the handshake it waited on");
+        }
         // The pump posts one request at a time: a POST the relayer refused while this request
         // waited (another request's, or the session's `initialize`) held it in the queue.
         // (The relayer's clock may read up to a slack behind the client's.)
@@ -781,6 +790,11 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
         }
         if eof < from + settle {
             verdicts::excused("the client left before the faults healed and the bridge reconnected");
+            continue;
+        }
+        // The run ended (the client still writing) before the bridge had a reconnect's time
+        // after the faults: nothing to judge (v1.sdk.none.5351f87dd73dea51).
+        if eof == u64::MAX && facts.horizon_ms > 0 && facts.horizon_ms < from + settle {
             continue;
         }
         let detail = format!("notification {method} sent at {} ms never reached the relayer (stdin closed at {eof} ms)", event.at_ms);

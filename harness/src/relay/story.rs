@@ -100,6 +100,9 @@ pub struct Stories {
     /// The POSTs (by event index) the relayer admitted whose connection was then reset (fault
     /// `post_reset` after admission): the bridge never read their answer.
     pub reset_after_admit: BTreeSet<usize>,
+    /// When a fault destroyed the answer to a session's `initialize` (swallowed or withheld):
+    /// the requests waiting for that session wait for the bridge's next handshake.
+    pub handshake_lost: Vec<u64>,
 }
 
 /// The client request each upstream id the relayer saw stands for, as the POST that carried it
@@ -213,6 +216,8 @@ impl Stories {
         // synchronous handler as the POST it cuts (after whatever serving it logged), so it cuts
         // the last POST, which must name the same session and id.
         let mut last_post: Option<(usize, String, String)> = None;
+        // The bridge's own `initialize` POSTs, by (session, id).
+        let mut handshakes: BTreeSet<(String, String)> = BTreeSet::new();
         for (index, event) in facts.trace.events.iter().enumerate() {
             match (event.host.as_str(), event.kind.as_str()) {
                 (host::CLIENT, kind::CLIENT_EOF) => {
@@ -254,6 +259,9 @@ impl Stories {
                 }
                 (host::RELAYER, kind::HTTP_POST) => {
                     let (session, status) = (event.text("session"), post_status(event));
+                    if event.text("method") == "initialize" {
+                        handshakes.insert((session.clone(), event.text("id")));
+                    }
                     stories.all_posts.push((index, event.at_ms, session.clone(), event.text("id"), event.text("method"), status));
                     last_post = Some((index, session.clone(), event.text("id")));
                     if event.text("id").is_empty() {
@@ -366,6 +374,9 @@ impl Stories {
                 }
                 (host::RELAYER, kind::FAULT_FIRED) => {
                     let fault = event.text("fault");
+                    if matches!(fault.as_str(), "swallow_reply" | "withhold_replies") && handshakes.contains(&(event.text("session"), event.text("id"))) {
+                        stories.handshake_lost.push(event.at_ms);
+                    }
                     let cut = last_post.as_ref().filter(|(_, session, id)| *session == event.text("session") && *id == event.text("id"));
                     if fault == "post_reset" {
                         stories.reset_after_admit.extend(cut.map(|(post, _, _)| *post));
