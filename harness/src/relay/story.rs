@@ -216,8 +216,6 @@ impl Stories {
         // synchronous handler as the POST it cuts (after whatever serving it logged), so it cuts
         // the last POST, which must name the same session and id.
         let mut last_post: Option<(usize, String, String)> = None;
-        // The bridge's own `initialize` POSTs, by (session, id).
-        let mut handshakes: BTreeSet<(String, String)> = BTreeSet::new();
         for (index, event) in facts.trace.events.iter().enumerate() {
             match (event.host.as_str(), event.kind.as_str()) {
                 (host::CLIENT, kind::CLIENT_EOF) => {
@@ -259,9 +257,6 @@ impl Stories {
                 }
                 (host::RELAYER, kind::HTTP_POST) => {
                     let (session, status) = (event.text("session"), post_status(event));
-                    if event.text("method") == "initialize" {
-                        handshakes.insert((session.clone(), event.text("id")));
-                    }
                     stories.all_posts.push((index, event.at_ms, session.clone(), event.text("id"), event.text("method"), status));
                     last_post = Some((index, session.clone(), event.text("id")));
                     if event.text("id").is_empty() {
@@ -290,7 +285,8 @@ impl Stories {
                     let fifo = || {
                         let candidates = by_id.get(client.as_str())?;
                         let of_key = |n: &usize| !claimed.contains(n) && facts.requests[*n].method == method;
-                        let unclaimed = |n: &usize| of_key(n) && facts.requests[*n].at_ms <= event.at_ms + facts.slack_ms;
+                        let written = |n: &usize| facts.requests[*n].method == method && facts.requests[*n].at_ms <= event.at_ms + facts.slack_ms;
+                        let unclaimed = |n: &usize| !claimed.contains(n) && written(n);
                         let waiting = |n: usize, slack: u64| facts.requests[n].answered.as_ref().is_none_or(|a| a.at_ms + slack >= event.at_ms);
                         let first = |slack: u64| candidates.iter().copied().find(|n| unclaimed(n) && waiting(*n, slack));
                         let oldest = candidates.iter().copied().find(unclaimed);
@@ -311,13 +307,8 @@ impl Stories {
                         // there (the sdk bridge, after a 404: rmcp numbers each session from 0):
                         // one still waiting, carried so far only on other sessions, is the one.
                         let resent = || {
-                            candidates.iter().rev().copied().find(|n| {
-                                let request = &facts.requests[*n];
-                                request.method == method
-                                    && request.at_ms <= event.at_ms + facts.slack_ms
-                                    && waiting(*n, 0)
-                                    && stories.of[*n].posts.iter().all(|post| post.session != session)
-                            })
+                            let elsewhere = |n: &usize| stories.of[*n].posts.iter().all(|post| post.session != session);
+                            candidates.iter().rev().copied().find(|n| written(n) && waiting(*n, 0) && elsewhere(n))
                         };
                         match first(0).or_else(|| first(facts.slack_ms)) {
                             Some(waiting) if Some(waiting) != oldest && !skippable() => oldest,
@@ -374,7 +365,9 @@ impl Stories {
                 }
                 (host::RELAYER, kind::FAULT_FIRED) => {
                     let fault = event.text("fault");
-                    if matches!(fault.as_str(), "swallow_reply" | "withhold_replies") && handshakes.contains(&(event.text("session"), event.text("id"))) {
+                    let (session, id) = (event.text("session"), event.text("id"));
+                    let handshake = || stories.all_posts.iter().any(|(_, _, s, i, method, _)| method == "initialize" && *s == session && *i == id);
+                    if matches!(fault.as_str(), "swallow_reply" | "withhold_replies") && handshake() {
                         stories.handshake_lost.push(event.at_ms);
                     }
                     let cut = last_post.as_ref().filter(|(_, session, id)| *session == event.text("session") && *id == event.text("id"));
