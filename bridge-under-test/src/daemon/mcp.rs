@@ -105,7 +105,7 @@ async fn on_post(State(app): State<App>, headers: HeaderMap, body: String) -> Re
         return StatusCode::ACCEPTED.into_response();
     };
     if lock(&app.knobs).wedged.contains(&method) {
-        emit!(kind::FAULT_FIRED, fault = "wedged_method", id = %request);
+        emit!(kind::FAULT_FIRED, fault = "wedged_method", id = %request, method = %method);
         std::future::pending::<()>().await;
     }
     let session = bearer(&headers).to_string();

@@ -102,10 +102,10 @@ pub fn failure(ctx: &Ctx, error: UpstreamError) -> Failure {
 async fn list_tools(ctx: &Rc<Ctx>, request: &Request) -> Result<Value, Failure> {
     let timeout_ms = request.timeout_ms();
     let oauth_bound_ms = ctx.rules.list_oauth_bound_ms(timeout_ms);
-    upstream::connect(ctx, &request.id, oauth_bound_ms)
+    let page_bound_ms = ctx.rules.page_bound_ms(timeout_ms);
+    upstream::connect(ctx, &request.id, oauth_bound_ms, Some(page_bound_ms))
         .await
         .map_err(|e| failure(ctx, e))?;
-    let page_bound_ms = ctx.rules.page_bound_ms(timeout_ms);
     let mut tools = Vec::new();
     let mut seen = BTreeSet::new();
     let mut cursor: Option<String> = None;
@@ -150,7 +150,7 @@ async fn fixed(ctx: &Rc<Ctx>, request: &Request, admitted: Instant) -> Result<Va
             return Ok(json!({"closed": true}));
         }
         let oauth_bound_ms = ctx.rules.timing.oauth_timeout_ms;
-        upstream::connect(ctx, &request.id, oauth_bound_ms).await?;
+        upstream::connect(ctx, &request.id, oauth_bound_ms, None).await?;
         let (method, params) = upstream_call(request);
         upstream::rpc(ctx, &request.id, method, params, oauth_bound_ms).await
     };

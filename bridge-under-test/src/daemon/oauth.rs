@@ -4,11 +4,12 @@
 //! RNG. Issued tokens go into [`SharedIssued`], which the MCP server trusts, as a resource
 //! server trusts its authorization server's signing key.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use axum::extract::{Query, State};
+use axum::extract::{Query, Request, State};
 use axum::http::StatusCode;
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -25,17 +26,24 @@ use crate::rng::SimRng;
 pub const TOKEN_LIFETIME_MS: u64 = 3_600_000;
 
 /// Access tokens the authorization server has issued, each with its expiry on the simulation's
-/// clock, and the lifetime it gives new ones.
+/// clock, and the faults' settings: the lifetime it gives new ones, the endpoints it wedges.
 #[derive(Debug)]
 pub struct Issued {
     pub lifetime_ms: u64,
+    /// Paths (`/token`, `/register`, `/.well-known/oauth-authorization-server`) whose requests
+    /// are accepted and never answered: a wedged authorization server.
+    pub wedged: BTreeSet<String>,
     access: BTreeMap<String, u64>,
 }
+
+/// The authorization server's endpoints a client calls, as a wedge names them.
+pub const ENDPOINTS: &[&str] = &["/.well-known/oauth-authorization-server", "/register", "/token"];
 
 impl Default for Issued {
     fn default() -> Self {
         Self {
             lifetime_ms: TOKEN_LIFETIME_MS,
+            wedged: BTreeSet::new(),
             access: BTreeMap::new(),
         }
     }
@@ -102,10 +110,29 @@ pub async fn run(seed: u64, issued: SharedIssued) -> Result<(), Box<dyn std::err
         .route("/.well-known/oauth-authorization-server", get(metadata))
         .route("/register", post(register))
         .route("/authorize", get(authorize))
-        .route("/token", post(token))
-        .with_state(App(Arc::new(Mutex::new(inner))));
+        .route("/token", post(token));
+    let app = App(Arc::new(Mutex::new(inner)));
+    let router = router
+        .layer(middleware::from_fn_with_state(app.clone(), wedge))
+        .with_state(app);
     http::serve(OAUTH_PORT, router).await?;
     Ok(())
+}
+
+/// A request to a wedged endpoint is read and never answered. The fault's event names the flow a
+/// held code exchange belongs to (its `state`), so the checkers see the daemon used the code.
+async fn wedge(State(app): State<App>, request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_string();
+    let wedged = lock(&lock(&app.0).issued).wedged.contains(&path);
+    if wedged {
+        let body = axum::body::to_bytes(request.into_body(), usize::MAX).await.unwrap_or_default();
+        let form = url::parse_form(&String::from_utf8_lossy(&body));
+        let code = form.get("code").cloned().unwrap_or_default();
+        let state = lock(&app.0).codes.get(&code).map(|g| g.state.clone()).unwrap_or_default();
+        emit!(kind::FAULT_FIRED, fault = "wedged_method", method = %path, state = %state);
+        return std::future::pending::<Response>().await;
+    }
+    next.run(request).await
 }
 
 async fn metadata() -> Json<Value> {

@@ -2,6 +2,7 @@
 //! bearer token, `initialize` once per process, and the OAuth flow when the server answers 401.
 
 use std::rc::Rc;
+use std::time::Duration;
 
 use rmcp::model::{ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion};
 use serde_json::{json, Value};
@@ -45,11 +46,16 @@ enum Exchange {
 }
 
 /// Make sure the session is initialized, authorizing first if the server asks for it; the
-/// OAuth wait is bounded by `oauth_bound_ms`.
+/// OAuth wait is bounded by `oauth_bound_ms`, and each handshake (`initialize` and its
+/// `notifications/initialized`) by `request_bound_ms` when the caller has no bound of its own
+/// around the whole connect: an SDK's per-request timeout covers `initialize` as it covers any
+/// request, so a server that accepts the handshake and never answers it cannot hold a listing
+/// open behind heartbeats (`action_within_its_path`, race `daemon_listing_behind_an_unanswered_initialize`).
 pub async fn connect(
     ctx: &Rc<Ctx>,
     request_id: &str,
     oauth_bound_ms: u64,
+    request_bound_ms: Option<u64>,
 ) -> Result<(), UpstreamError> {
     if ctx.state.borrow().upstream.initialized {
         return Ok(());
@@ -57,10 +63,24 @@ pub async fn connect(
     let mut refreshed = false;
     for _ in 0..3 {
         let used = ctx.state.borrow().upstream.token.clone();
-        match exchange(ctx, request_id, "initialize", initialize_params(), true).await? {
-            Exchange::Result(_) => {
+        let handshake = async {
+            let exchange = exchange(ctx, request_id, "initialize", initialize_params(), true).await?;
+            if let Exchange::Result(_) = exchange {
                 let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
                 post(ctx, note).await?;
+            }
+            Ok(exchange)
+        };
+        let handshake = match request_bound_ms {
+            Some(ms) => tokio::time::timeout(Duration::from_millis(ms), handshake)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(UpstreamError::Timeout(format!("initialize timed out after {ms} ms")))
+                }),
+            None => handshake.await,
+        };
+        match handshake? {
+            Exchange::Result(_) => {
                 ctx.state.borrow_mut().upstream.initialized = true;
                 return Ok(());
             }
@@ -121,7 +141,7 @@ pub async fn rpc(
     if ctx.state.borrow().upstream.token == used {
         ctx.state.borrow_mut().upstream.initialized = false;
     }
-    connect(ctx, request_id, oauth_bound_ms).await?;
+    connect(ctx, request_id, oauth_bound_ms, None).await?;
     match exchange(ctx, request_id, method, params, false).await? {
         Exchange::Result(result) => Ok(result),
         Exchange::Unauthorized => Err(UpstreamError::Failed(format!("{method}: unauthorized"))),

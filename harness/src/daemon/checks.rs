@@ -292,11 +292,18 @@ impl<'a> Facts<'a> {
         self.oauth_timeout_ms + attempt.timeout_ms.unwrap_or(self.sdk_request_timeout_ms)
     }
 
-    /// Whether an authorization prompt shown in `[from, to]` was still without a token at `to`:
-    /// the OAuth server issued no token for the authorization of its `state`. A token issued
-    /// within the slack before `to` does not count: the daemon's OAuth bound may fire in the
-    /// same tick as the exchange completes.
+    /// Whether an authorization flow open in `[from, to]` was still open at `to`: a prompt shown
+    /// then without a token for the authorization of its `state` (a token issued within the slack
+    /// before `to` does not count: the daemon's OAuth bound may fire in the same tick as the
+    /// exchange completes), or a request of the flow (discovery, registration, the code
+    /// exchange) held unanswered there by a wedged authorization server.
     pub fn flow_pending(&self, from: u64, to: u64) -> bool {
+        let held = self.trace.of_kind(kind::FAULT_FIRED).any(|(_, e)| {
+            e.host == host::OAUTH && e.text("fault") == "wedged_method" && e.at_ms >= from && e.at_ms <= to
+        });
+        if held {
+            return true;
+        }
         let resolved_by = to.saturating_sub(self.slack_ms);
         let resolved: BTreeSet<String> = self
             .trace
@@ -458,8 +465,15 @@ pub fn approvals_are_used(facts: &Facts<'_>) -> Vec<Violation> {
             continue;
         }
         let state = approval.text("state");
-        let exchanged = facts.trace.of_kind(kind::OAUTH_TOKEN).any(|(_, e)| {
-            e.text("state") == state && e.text("grant") != "refresh_token" && e.at_ms + facts.slack_ms >= approval.at_ms
+        // The token endpoint answered the exchange, or a wedge held it there: either way the
+        // daemon used the code.
+        let exchanged = facts.trace.events.iter().any(|e| {
+            let exchange = match e.kind.as_str() {
+                kind::OAUTH_TOKEN => e.text("grant") != "refresh_token",
+                kind::FAULT_FIRED => e.host == host::OAUTH && e.text("fault") == "wedged_method",
+                _ => false,
+            };
+            exchange && e.text("state") == state && e.at_ms + facts.slack_ms >= approval.at_ms
         });
         let (pid, request) = flows.get(&state).map_or((None, None), |(pid, id)| (Some(*pid), facts.attempt(id)));
         let crashed = facts.effects.crashes.iter().any(|(p, at)| Some(*p) == pid && *at + facts.slack_ms >= approval.at_ms);

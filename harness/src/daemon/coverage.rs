@@ -20,6 +20,21 @@ pub const FAULT_PHASE: &str = "fault kind × phase";
 pub const OUTCOMES: &str = "action outcome";
 /// Table: the lifecycle interleavings of `interleavings.rs`, per case.
 pub const INTERLEAVINGS: &str = "lifecycle interleaving";
+/// Table: which request a wedge held unanswered, at the MCP server or the authorization server.
+pub const WEDGED: &str = "wedged request";
+
+/// Rows of [`WEDGED`]: every request the daemon sends upstream, its own handshake and OAuth calls
+/// as well as the workload's.
+const WEDGED_ROWS: &[&str] = &[
+    "initialize",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "/.well-known/oauth-authorization-server",
+    "/register",
+    "/token",
+];
 
 /// The faults and lifecycle operations, as rows of [`FAULT_PHASE`].
 const FAULT_ROWS: &[&str] = &[
@@ -191,6 +206,7 @@ pub const TABLES: &[Table] = &[
     Table { name: FAULT_PHASE, rows: FAULT_ROWS, cols: PHASES, unreachable: UNREACHABLE },
     Table { name: OUTCOMES, rows: OUTCOME_ROWS, cols: OUTCOME_COLS, unreachable: OUTCOME_UNREACHABLE },
     Table { name: INTERLEAVINGS, rows: INTERLEAVING_ROWS, cols: &["seen"], unreachable: &[] },
+    Table { name: WEDGED, rows: WEDGED_ROWS, cols: &["fired"], unreachable: &[] },
 ];
 
 /// The cells one run's trace hits.
@@ -198,6 +214,12 @@ pub fn observe(trace: &Trace) -> Vec<Cell> {
     let mut cells = faults_injected(trace);
     cells.extend(fault_phases(trace));
     cells.extend(outcomes(trace));
+    cells.extend(
+        trace
+            .of_kind(kind::FAULT_FIRED)
+            .filter(|(_, e)| e.text("fault") == "wedged_method")
+            .map(|(_, e)| Cell::new(WEDGED, e.text("method"), "fired")),
+    );
     let seen = Interleavings::of(trace);
     let flags = [
         ("mid_request_upgrade", seen.mid_request_upgrade),

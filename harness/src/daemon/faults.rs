@@ -32,7 +32,10 @@ pub enum DaemonFault {
     RepeatedCursor { page: u32 },
     /// Every page has a fresh next cursor: a server that never runs out of pages.
     EndlessCursors,
-    /// `method` is accepted and never answered: a wedged server.
+    /// `method` is accepted and never answered: a wedged server. An MCP method (`initialize`,
+    /// `tools/call`, …) wedges the MCP server; a path (`/token`, `/register`,
+    /// `/.well-known/oauth-authorization-server`) wedges that endpoint of the authorization
+    /// server.
     WedgedMethod { method: String },
     /// `tools/call` runs `run_ms` whatever it was asked: a slow tool.
     SlowTool { run_ms: u64 },
@@ -265,6 +268,10 @@ pub fn apply(fault: &DaemonFault, phase: Phase, targets: &Targets<'_>) {
         }
         DaemonFault::RepeatedCursor { page } => mcp.repeat_at_page = Some(*page),
         DaemonFault::EndlessCursors => mcp.endless = true,
+        // An authorization server's endpoint is named by its path, an MCP method by its name.
+        DaemonFault::WedgedMethod { method } if method.starts_with('/') => {
+            lock(targets.tokens).wedged.insert(method.clone());
+        }
         DaemonFault::WedgedMethod { method } => {
             mcp.wedged.insert(method.clone());
         }

@@ -7,6 +7,7 @@ use bridge_under_test::daemon::config::{
     fixed_phase, DRAIN_TIMEOUT_MS, MAX_PAGES, POLL_MS, PROTOCOL_VERSION, READY_WAIT_MS,
     STATUS_TIMEOUT_MIN_MS, STOP_WAIT_MS,
 };
+use bridge_under_test::daemon::oauth;
 use bridge_under_test::daemon::replace::LOCK_WAIT_MS;
 use bridge_under_test::daemon::{DaemonBugs, Timing};
 use proptest::prelude::*;
@@ -334,8 +335,10 @@ fn fault(
     }
 }
 
-/// The upstream MCP methods the invocations call, in workload order without repeats; every
-/// one when they call none.
+/// What a wedge may name: the upstream MCP methods the invocations call, in workload order
+/// without repeats (every one when they call none), then the handshake every session sends
+/// (`initialize`) and the authorization server's endpoints every flow calls: the daemon's own
+/// requests wedge as well as the ones the workload names.
 fn wedgeable(invocations: &[Invocation]) -> Vec<&'static str> {
     let mut methods: Vec<&'static str> = Vec::new();
     for invocation in invocations {
@@ -353,6 +356,8 @@ fn wedgeable(invocations: &[Invocation]) -> Vec<&'static str> {
     if methods.is_empty() {
         methods = vec!["tools/call", "resources/list", "resources/read", "tools/list"];
     }
+    methods.push("initialize");
+    methods.extend(oauth::ENDPOINTS);
     methods
 }
 

@@ -256,12 +256,14 @@ fn drain_bounds(facts: &Facts<'_>, action: u64, steps: &[(usize, &TraceEvent)]) 
     found
 }
 
-/// What the MCP server shows of one request's path: whether it asked for authorization (a 401)
-/// and how many listing pages it was asked for.
+/// What the MCP server shows of one request's path: whether it asked for authorization (a 401),
+/// and how many listing pages and handshakes (`initialize`) it was asked for: an SDK's
+/// per-request timeout bounds each.
 #[derive(Debug, Default, Clone, Copy)]
 struct Upstream {
     unauthorized: bool,
     pages: u64,
+    handshakes: u64,
 }
 
 fn upstream_paths(facts: &Facts<'_>) -> BTreeMap<String, Upstream> {
@@ -275,8 +277,10 @@ fn upstream_paths(facts: &Facts<'_>) -> BTreeMap<String, Upstream> {
         match event.kind.as_str() {
             kind::SERVER_RECV => {
                 let msg: Value = message(event);
-                if msg.get("method").and_then(Value::as_str) == Some("tools/list") {
-                    path.pages += 1;
+                match msg.get("method").and_then(Value::as_str) {
+                    Some("tools/list") => path.pages += 1,
+                    Some("initialize") => path.handshakes += 1,
+                    _ => {}
                 }
             }
             kind::SERVER_SEND if event.num("status") == 401 => path.unauthorized = true,
@@ -287,7 +291,8 @@ fn upstream_paths(facts: &Facts<'_>) -> BTreeMap<String, Upstream> {
 }
 
 /// The longest one attempt may take along the path the boundaries show: for `listTools`, the
-/// OAuth wait if the server asked for authorization, each page it was asked for, then one idle
+/// OAuth wait if the server asked for authorization, each page and handshake it was asked for
+/// (an unanswered `initialize` ends at the per-request timeout as a page does), then one idle
 /// budget; for a fixed-phase method, its ceiling and one idle budget (a ceiling answer a stalled
 /// daemon cannot write); for a protocol-1 exchange, its fixed budget.
 fn attempt_bound_ms(facts: &Facts<'_>, attempt: &Attempt, path: Upstream) -> u64 {
@@ -304,7 +309,7 @@ fn attempt_bound_ms(facts: &Facts<'_>, attempt: &Attempt, path: Upstream) -> u64
                 0
             };
             let page = attempt.timeout_ms.unwrap_or(facts.sdk_request_timeout_ms);
-            oauth + path.pages * (page + slack) + idle + 2 * slack
+            oauth + (path.pages + path.handshakes) * (page + slack) + idle + 2 * slack
         }
         "callTool" | "listResources" | "readResource" | "closeServer" => {
             facts.ceiling_ms(attempt) + idle + 2 * slack

@@ -594,3 +594,43 @@ fn an_approval_for_a_dropped_flow_is_refused() {
     let reset = events(&outcome, kind::CLI_FAIL).iter().any(|e| e.text("id") == "a1.2" && e.text("reason") == "reset");
     assert!(reset, "a reset ends a1.2 at the CLI");
 }
+
+// A server that accepts `initialize` and never answers it held a listing open forever: the
+// listing's connect had no bound but the OAuth one, and the daemon's heartbeats kept the CLI
+// waiting (`action_within_its_path`, `workload_happened`; found once the generator wedged the
+// handshake too). Now an SDK's per-request timeout bounds the handshake as it bounds a page.
+#[test]
+fn a_listing_behind_an_unanswered_initialize_times_out() {
+    let outcome = race("listing_behind_an_unanswered_initialize");
+    assert_eq!(outcome.violations, vec![]);
+    let held = events(&outcome, kind::FAULT_FIRED);
+    assert!(held.iter().any(|e| e.text("method") == "initialize"), "the wedge holds the handshake");
+    let done = events(&outcome, kind::CLI_DONE);
+    assert_eq!(done.len(), 1, "the listing ends");
+    assert_eq!(done[0].text("outcome"), "operation_timeout");
+    // At the per-request timeout (843 ms) after the handshake was sent, not at a later bound.
+    let sent = held[0].at_ms;
+    assert!(done[0].at_ms <= sent + 843 + 80, "ended at {} ms, handshake at {sent} ms", done[0].at_ms);
+}
+
+// The generator wedges the authorization server's endpoints too. A code exchange a wedged token
+// endpoint holds is a code the daemon used (`approvals_are_used` read only the token endpoint's
+// answers), and a flow held at registration is an open OAuth wait, so its timeout at the OAuth
+// bound is not early (`no_early_timeout` read only prompts).
+#[test]
+fn flows_held_by_a_wedged_authorization_server_end_at_the_oauth_bound() {
+    for (name, path) in [
+        ("code_exchange_held_by_a_wedged_token_endpoint", "/token"),
+        ("registration_held_by_a_wedged_authorization_server", "/register"),
+    ] {
+        let outcome = race(name);
+        assert_eq!(outcome.violations, vec![], "{name}");
+        let held = events(&outcome, kind::FAULT_FIRED);
+        assert!(held.iter().any(|e| e.text("method") == path), "{name}: the wedge holds {path}");
+        let done = events(&outcome, kind::CLI_DONE);
+        assert_eq!(done.len(), 1, "{name}");
+        assert_eq!(done[0].text("outcome"), "operation_timeout", "{name}");
+        let timeout = events(&outcome, kind::DAEMON_OAUTH).iter().any(|e| e.text("phase") == "timeout");
+        assert!(timeout, "{name}: the OAuth bound ends the flow");
+    }
+}
