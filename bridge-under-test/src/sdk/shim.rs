@@ -1,10 +1,15 @@
-//! What the bridge puts between the client's stdio and rmcp's stdio server: two checks rmcp
-//! 3.11.0 does not make (docs/findings.md), each off under its switch so the defect's token
-//! replays it. A line that is JSON but no message rmcp can read is answered here, with its id;
-//! a request whose id is still in flight is refused here. Everything else passes as written,
-//! and every line rmcp writes passes back (its answers end their id's flight).
+//! What the bridge puts between the client's stdio and rmcp's stdio server: checks rmcp 3.11.0
+//! does not make (docs/findings.md), each defect's own off under its switch so its token replays
+//! it. A line that is JSON but no message rmcp can read is answered here, with its id; a request
+//! whose id is still in flight is refused here. And rmcp never sees an id twice: each request
+//! reaches it under an id of the bridge's own, unique in the session, and its answer goes back
+//! under the client's. rmcp keeps a request's cancellation token by id (src/service.rs:1652) and
+//! takes it away with the first answer of that id (`:1568`): a client that cancels a call and
+//! reuses its id at once had the cancelled call's answer written for the new request, and the
+//! new request's answer dropped as "response for cancelled request" (sdk soak,
+//! `v1.sdk.none.221932b8c51d5232`). Everything else passes as written.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::ClientJsonRpcMessage;
@@ -15,19 +20,39 @@ use tokio::sync::mpsc;
 
 use super::SdkBugs;
 
-/// The ids of the client's requests rmcp has not answered yet (canonical JSON).
-type InFlight = Arc<Mutex<BTreeSet<String>>>;
+/// The client's requests rmcp has not answered yet: the id rmcp knows each by → the client's id.
+#[derive(Debug, Default)]
+pub struct Flights {
+    next: u64,
+    ids: BTreeMap<String, Value>,
+}
+
+impl Flights {
+    /// The id rmcp knows the client's request `id` by, while it is in flight.
+    fn rmcp_id(&self, id: &Value) -> Option<String> {
+        self.ids.iter().find(|(_, client)| *client == id).map(|(ours, _)| ours.clone())
+    }
+
+    /// A fresh id for rmcp: a string no id of ours repeats, and the client's never take.
+    fn fresh(&mut self) -> String {
+        self.next += 1;
+        format!("sdk-bridge:{}", self.next)
+    }
+}
+
+type InFlight = Arc<Mutex<Flights>>;
 
 /// What to do with one line from the client.
 #[derive(Debug, PartialEq)]
 pub enum Verdict {
-    /// Hand it to rmcp.
-    Pass,
+    /// Hand rmcp this line (the client's, its request id or the id its cancellation names
+    /// replaced by rmcp's).
+    Pass(String),
     /// Answer it with this line instead.
     Answer(String),
 }
 
-fn lock(in_flight: &InFlight) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+fn lock(in_flight: &InFlight) -> std::sync::MutexGuard<'_, Flights> {
     in_flight.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -50,38 +75,58 @@ fn invalid_request(id: Value) -> String {
     answer.to_string()
 }
 
-/// Judge one line from the client, noting a request's id as in flight when it passes.
+/// Judge one line from the client, noting a request as in flight when it passes.
 pub fn judge(line: &str, bugs: SdkBugs, in_flight: &InFlight) -> Verdict {
-    let Ok(value) = serde_json::from_str::<Value>(line) else { return Verdict::Pass };
+    let pass = || Verdict::Pass(line.to_string());
+    let Ok(mut value) = serde_json::from_str::<Value>(line) else { return pass() };
     if serde_json::from_value::<ClientJsonRpcMessage>(value.clone()).is_err() {
-        return if bugs.invalid_request_without_id { Verdict::Pass } else { Verdict::Answer(invalid_request(valid_id(&value))) };
+        return if bugs.invalid_request_without_id { pass() } else { Verdict::Answer(invalid_request(valid_id(&value))) };
     }
     let is_request = value.get("method").is_some() && value.get("id").is_some();
+    let mut flights = lock(in_flight);
     if !is_request {
-        // rmcp writes no answer for a request the client cancelled: its id is free again.
+        // A cancellation names the request by rmcp's id, and frees the client's: rmcp writes no
+        // answer for a request the client cancelled.
         if value.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
-            if let Some(id) = value.pointer("/params/requestId") {
-                lock(in_flight).remove(&id.to_string());
+            let named = value.pointer("/params/requestId").cloned().unwrap_or(Value::Null);
+            if let Some(ours) = flights.rmcp_id(&named) {
+                flights.ids.remove(&ours);
+                value["params"]["requestId"] = Value::String(ours);
+                return Verdict::Pass(value.to_string());
             }
         }
-        return Verdict::Pass;
+        return pass();
     }
-    let id = valid_id(&value).to_string();
-    let fresh = lock(in_flight).insert(id.clone());
-    if !fresh && !bugs.in_flight_id_reuse {
-        return Verdict::Answer(invalid_request(valid_id(&value)));
-    }
-    Verdict::Pass
+    let id = valid_id(&value);
+    let ours = match flights.rmcp_id(&id) {
+        None => flights.fresh(),
+        // rmcp's own handling of a reused id, under the switch: the same id twice.
+        Some(ours) if bugs.in_flight_id_reuse => ours,
+        Some(_) => return Verdict::Answer(invalid_request(id)),
+    };
+    flights.ids.insert(ours.clone(), id);
+    value["id"] = Value::String(ours);
+    Verdict::Pass(value.to_string())
 }
 
-/// Note an answer rmcp wrote: its id is no longer in flight.
-pub fn answered(line: &str, in_flight: &InFlight) {
-    let Ok(value) = serde_json::from_str::<Value>(line) else { return };
-    if value.get("method").is_none() {
-        if let Some(id) = value.get("id") {
-            lock(in_flight).remove(&id.to_string());
-        }
+/// An answer rmcp wrote, under the client's id, ending its flight; `None` for an answer to a
+/// request the client cancelled (rmcp drops those itself, unless it wrote it as the cancellation
+/// came). Every other line as written.
+pub fn answered(line: String, in_flight: &InFlight) -> Option<String> {
+    let Ok(mut value) = serde_json::from_str::<Value>(&line) else { return Some(line) };
+    let Some(ours) = value.get("id").filter(|_| value.get("method").is_none()).and_then(Value::as_str) else {
+        return Some(line);
+    };
+    let ours = ours.to_string();
+    let client = lock(in_flight).ids.remove(&ours)?;
+    // The line as rmcp wrote it, its field order kept: rmcp writes `jsonrpc`, then `id`, so the
+    // first `"id":` with our id is the answer's own.
+    let written = format!("\"id\":{}", Value::String(ours));
+    if line.contains(&written) {
+        return Some(line.replacen(&written, &format!("\"id\":{client}"), 1));
     }
+    value["id"] = client;
+    Some(value.to_string())
 }
 
 /// Copy the client's lines to rmcp (`to_rmcp`) through [`judge`], answering refused ones on
@@ -90,7 +135,7 @@ pub async fn inbound(stdin: DuplexStream, mut to_rmcp: DuplexStream, out: mpsc::
     let mut lines = BufReader::new(stdin).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         match judge(&line, bugs, &in_flight) {
-            Verdict::Pass => {
+            Verdict::Pass(line) => {
                 if to_rmcp.write_all(format!("{line}\n").as_bytes()).await.is_err() {
                     break;
                 }
@@ -128,9 +173,9 @@ pub async fn outbound(from_rmcp: DuplexStream, out: mpsc::UnboundedSender<String
                 }
             }
         }
+        let mut batch: Vec<String> = batch.into_iter().filter_map(|line| answered(line, &in_flight)).collect();
         answers_in_id_order(&mut batch);
         for line in batch {
-            answered(&line, &in_flight);
             if out.send(line).is_err() {
                 return;
             }
@@ -166,9 +211,9 @@ pub async fn write_out(mut stdout: DuplexStream, mut lines: mpsc::UnboundedRecei
     let _ = stdout.shutdown().await;
 }
 
-/// A fresh in-flight set.
+/// A fresh in-flight map.
 pub fn in_flight() -> InFlight {
-    Arc::new(Mutex::new(BTreeSet::new()))
+    InFlight::default()
 }
 
 #[cfg(test)]
@@ -181,17 +226,52 @@ mod tests {
         let answer = judge(r#"{"id":4,"jsonrpc":"2.0","method":7}"#, bugs, &flight);
         assert_eq!(answer, Verdict::Answer(invalid_request(json!(4))));
         assert_eq!(judge(r#"{"id":true,"jsonrpc":"2.0","method":"ping"}"#, bugs, &flight), Verdict::Answer(invalid_request(Value::Null)));
-        assert_eq!(judge("not json", bugs, &flight), Verdict::Pass);
+        assert_eq!(judge("not json", bugs, &flight), Verdict::Pass("not json".into()));
         let ping = r#"{"id":"a","jsonrpc":"2.0","method":"ping"}"#;
-        assert_eq!(judge(ping, bugs, &flight), Verdict::Pass);
+        assert_eq!(judge(ping, bugs, &flight), Verdict::Pass(r#"{"id":"sdk-bridge:1","jsonrpc":"2.0","method":"ping"}"#.into()));
         assert_eq!(judge(ping, bugs, &flight), Verdict::Answer(invalid_request(json!("a"))));
-        answered(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#, &flight);
-        assert_eq!(judge(ping, bugs, &flight), Verdict::Pass);
+        let back = answered(r#"{"jsonrpc":"2.0","id":"sdk-bridge:1","result":{}}"#.into(), &flight);
+        assert_eq!(back.as_deref(), Some(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#));
+        assert_eq!(judge(ping, bugs, &flight), Verdict::Pass(r#"{"id":"sdk-bridge:2","jsonrpc":"2.0","method":"ping"}"#.into()));
         let mut off = SdkBugs::default();
         off.enable("invalid_request_without_id").unwrap();
         off.enable("in_flight_id_reuse").unwrap();
-        assert_eq!(judge(r#"{"id":4,"jsonrpc":"2.0","method":7}"#, off, &flight), Verdict::Pass);
-        assert_eq!(judge(ping, off, &flight), Verdict::Pass);
+        let invalid = r#"{"id":4,"jsonrpc":"2.0","method":7}"#;
+        assert_eq!(judge(invalid, off, &flight), Verdict::Pass(invalid.into()));
+        // Under the switch, rmcp sees the reused id twice, as it would without the shim.
+        assert_eq!(judge(ping, off, &flight), Verdict::Pass(r#"{"id":"sdk-bridge:2","jsonrpc":"2.0","method":"ping"}"#.into()));
+    }
+
+    // Soak token v1.sdk.none.221932b8c51d5232: the client cancelled call 1 and sent another
+    // request 1 at once. rmcp, which keys a request's cancellation token by id, wrote the
+    // cancelled call's answer for the new request and dropped the new request's answer. Under ids
+    // of the bridge's own, the two never meet in rmcp: the cancellation names the first, and an
+    // answer to it (were rmcp to write one) goes nowhere.
+    #[test]
+    fn a_request_reusing_a_cancelled_id_reaches_rmcp_under_a_fresh_id() {
+        let (bugs, flight) = (SdkBugs::default(), in_flight());
+        let call = r#"{"id":1,"jsonrpc":"2.0","method":"tools/call","params":{"name":"remember"}}"#;
+        let Verdict::Pass(first) = judge(call, bugs, &flight) else { panic!("the call passes") };
+        assert!(first.contains(r#""id":"sdk-bridge:1""#), "{first}");
+        let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#;
+        let Verdict::Pass(cancel) = judge(cancel, bugs, &flight) else { panic!("the cancellation passes") };
+        assert!(cancel.contains(r#""requestId":"sdk-bridge:1""#), "it names rmcp's id: {cancel}");
+        let list = r#"{"id":1,"jsonrpc":"2.0","method":"tools/list"}"#;
+        let Verdict::Pass(second) = judge(list, bugs, &flight) else { panic!("the id is free again") };
+        assert!(second.contains(r#""id":"sdk-bridge:2""#), "{second}");
+        assert_eq!(answered(r#"{"jsonrpc":"2.0","id":"sdk-bridge:1","error":{"code":-1,"message":"cancelled"}}"#.into(), &flight), None);
+        let reply = answered(r#"{"jsonrpc":"2.0","id":"sdk-bridge:2","result":{"tools":[]}}"#.into(), &flight);
+        assert_eq!(reply.as_deref(), Some(r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#));
+        // A cancellation naming nothing in flight, a server's request and a client's answer to
+        // one pass as written.
+        for line in [
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}"#,
+            r#"{"jsonrpc":"2.0","id":"srv-1","result":{}}"#,
+        ] {
+            assert_eq!(judge(line, bugs, &flight), Verdict::Pass(line.into()));
+        }
+        let ping = r#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#;
+        assert_eq!(answered(ping.into(), &flight).as_deref(), Some(ping));
     }
 
     #[test]

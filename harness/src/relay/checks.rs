@@ -2,7 +2,7 @@
 //! property it checks. They read the spec from the trace's `run.spec` event, so a saved trace can
 //! be checked offline.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
@@ -176,9 +176,18 @@ impl<'a> Facts<'a> {
         swapped
     }
 
-    /// Pair each reply the client read with the oldest outstanding request of its id.
+    /// Pair each reply the client read with the oldest outstanding request of its id. A request
+    /// the client cancelled is owed nothing: a later request of its id is served by a bridge that
+    /// freed the id with the cancellation (the sdk bridge's shim does) or refused as a reuse in
+    /// flight by one that still waits for the cancelled request's answer (the relay bridge
+    /// does). Either is right, so the reply tells which: an invalid-request error is the refusal;
+    /// anything else answers the oldest request not cancelled first (sdk_rmcp soak,
+    /// `v1.sdk_rmcp.none.a510f759992bcb79`: a ping that reused a cancelled call's id 8 s later was
+    /// read as a reuse in flight, its answer given to the cancelled call).
     fn match_replies(&mut self) {
         let mut outstanding: BTreeMap<Option<String>, Vec<usize>> = BTreeMap::new();
+        // Requests a cancellation named, and requests sent while only those held their id.
+        let (mut cancelled, mut behind_cancelled) = (BTreeSet::new(), BTreeSet::new());
         for (index, event) in self.trace.events.iter().enumerate() {
             if event.host != host::CLIENT {
                 continue;
@@ -186,13 +195,25 @@ impl<'a> Facts<'a> {
             let msg = message(event);
             if event.kind == kind::MCP_SEND {
                 let (id, method, local) = match wire::predict(&event.text("msg")) {
-                    wire::Expect::Silent => continue,
+                    wire::Expect::Silent => {
+                        if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+                            let named = msg.pointer("/params/requestId").map(Value::to_string);
+                            let queue = outstanding.get(&named).map(Vec::as_slice).unwrap_or_default();
+                            let owed = queue.iter().find(|r| self.requests[**r].local.is_none() && !cancelled.contains(*r));
+                            cancelled.extend(owed.copied());
+                        }
+                        continue;
+                    }
                     wire::Expect::Request { id, method } => (Some(id), method, None),
                     wire::Expect::Error { code, id } => (id, String::new(), Some(code)),
                 };
                 let queue = outstanding.entry(id.clone()).or_default();
                 let requests = &self.requests;
-                let dup = id.is_some() && queue.iter().any(|r| requests[*r].local.is_none());
+                let owed = |r: &&usize| requests[**r].local.is_none();
+                let dup = id.is_some() && queue.iter().filter(owed).any(|r| !cancelled.contains(r));
+                if id.is_some() && !dup && queue.iter().any(|r| owed(&r)) {
+                    behind_cancelled.insert(self.requests.len());
+                }
                 queue.push(self.requests.len());
                 let local = if dup { Some(wire::INVALID_REQUEST) } else { local };
                 self.requests.push(Request { index, at_ms: event.at_ms, id, method, answered: None, local, dup });
@@ -208,8 +229,14 @@ impl<'a> Facts<'a> {
                     // flight under the same id.
                     let code = msg.pointer("/error/code").and_then(Value::as_i64);
                     let requests = &self.requests;
-                    let local = queue.iter().position(|r| code.is_some() && requests[*r].local == code);
-                    let request = queue.remove(local.unwrap_or(0));
+                    let refusal = |r: usize| code == Some(wire::INVALID_REQUEST) && behind_cancelled.contains(&r);
+                    let local = queue.iter().position(|r| code.is_some() && (requests[*r].local == code || refusal(*r)));
+                    let not_cancelled = queue.iter().position(|r| !cancelled.contains(r));
+                    let request = queue.remove(local.or(not_cancelled).unwrap_or(0));
+                    if local.is_some() && refusal(request) {
+                        self.requests[request].local = code;
+                        self.requests[request].dup = true;
+                    }
                     self.requests[request].answered = Some(Answer { index, at_ms: event.at_ms, msg });
                 }
             }

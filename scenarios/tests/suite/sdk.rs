@@ -552,3 +552,55 @@ fn requests_waiting_on_lost_handshake_answers_are_excused_for_a_reconnects_time(
     let handshakes = outcome.trace.of_kind(kind::HTTP_POST).filter(|(_, e)| e.text("method") == "initialize").count();
     assert_eq!((lost, handshakes), (2, 2), "both handshake answers are lost:\n{trace}");
 }
+
+// Soak token v1.sdk.none.221932b8c51d5232 (no fault): the client cancelled call 1 and at once
+// reused id 1 for a listing, then, with the listing still in flight, for a slow call. rmcp keys a
+// request's cancellation token by id (src/service.rs:1652) and drops it with the first answer of
+// that id (`:1568`): the cancelled call's error was written as the listing's answer, so the shim
+// took id 1 for free and passed the slow call; the listing's answer then came under id 1, and the
+// slow call's, 88 s later, was dropped as "response for cancelled request" (`reply_accounting`:
+// the relayer answered, the client read nothing). The shim now hands rmcp ids of the bridge's
+// own: the cancelled call is answered nothing, the listing with its tools, and the slow call,
+// sent while id 1 was still in flight, is refused at once instead of run and lost.
+#[test]
+fn a_call_reusing_a_cancelled_id_is_answered_with_its_own_result() {
+    let outcome = race("cancelled_id_reused_at_once");
+    assert_eq!(outcome.violations, vec![]);
+    let read: Vec<serde_json::Value> = outcome
+        .trace
+        .of_kind(kind::MCP_RECV)
+        .filter_map(|(_, e)| serde_json::from_str::<serde_json::Value>(&e.text("msg")).ok())
+        .filter(|m| m.get("id") == Some(&serde_json::json!(1)))
+        .collect();
+    assert_eq!(read.len(), 2, "one answer each for the listing and the refused call: {read:?}");
+    assert!(read[0].pointer("/result/tools").is_some() || read[1].pointer("/result/tools").is_some(), "the listing is answered with its tools: {read:?}");
+    let codes: Vec<_> = read.iter().filter_map(|m| m.pointer("/error/code")).collect();
+    assert_eq!(codes, vec![&serde_json::json!(-32600)], "only the reuse in flight is refused; the cancelled call is answered nothing: {read:?}");
+    let slow_ran = outcome.trace.of_kind(kind::TOOL_EXEC).any(|(_, e)| e.text("action") == "a5");
+    assert!(!slow_ran, "the refused call never runs");
+}
+
+// sdk_rmcp soak token v1.sdk_rmcp.none.a510f759992bcb79 (no fault; a harness error): the client
+// cancelled call 0, and 8 s later sent a ping under id 0. The bridge had freed the id with the
+// cancellation (MCP owes a cancelled request nothing) and the ping was answered; the checkers
+// took the ping for a reuse in flight, gave its answer to the cancelled call, and called it
+// "never answered" (`user_outcomes`). A request behind a cancelled one may be served or refused
+// as a reuse; the answer says which.
+#[test]
+fn a_ping_reusing_a_cancelled_id_is_answered_and_judged_so() {
+    let outcome = race("rmcp_ping_reusing_a_cancelled_id");
+    assert_eq!(outcome.violations, vec![]);
+    let sends: Vec<serde_json::Value> = outcome
+        .trace
+        .of_kind(kind::MCP_SEND)
+        .filter_map(|(_, e)| serde_json::from_str::<serde_json::Value>(&e.text("msg")).ok())
+        .collect();
+    let cancel = sends.iter().position(|m| m.pointer("/params/requestId") == Some(&serde_json::json!(0)));
+    let ping = sends.iter().position(|m| m.get("method") == Some(&serde_json::json!("ping")) && m.get("id") == Some(&serde_json::json!(0)));
+    assert!(cancel.is_some() && ping > cancel, "the race was not exercised: {sends:?}");
+    let pong = outcome.trace.of_kind(kind::MCP_RECV).any(|(_, e)| {
+        let msg: serde_json::Value = serde_json::from_str(&e.text("msg")).unwrap_or_default();
+        msg.get("id") == Some(&serde_json::json!(0)) && msg.get("result") == Some(&serde_json::json!({}))
+    });
+    assert!(pong, "the ping is answered with an empty result");
+}
