@@ -152,6 +152,11 @@ fn race_edited(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> Outcome
     run(&harness::family::Scenario::from_json(&scenario.to_string(), harness::families::FAMILIES).unwrap())
 }
 
+/// The messages the client wrote (`mcp.send`) or read (`mcp.recv`), in order.
+fn client_lines(outcome: &Outcome, which: &str) -> Vec<serde_json::Value> {
+    outcome.trace.of_kind(which).filter_map(|(_, e)| serde_json::from_str(&e.text("msg")).ok()).collect()
+}
+
 /// The answer the client read for `id`, if any.
 fn answer_to(outcome: &Outcome, id: &serde_json::Value) -> Option<serde_json::Value> {
     outcome
@@ -566,12 +571,8 @@ fn requests_waiting_on_lost_handshake_answers_are_excused_for_a_reconnects_time(
 fn a_call_reusing_a_cancelled_id_is_answered_with_its_own_result() {
     let outcome = race("cancelled_id_reused_at_once");
     assert_eq!(outcome.violations, vec![]);
-    let read: Vec<serde_json::Value> = outcome
-        .trace
-        .of_kind(kind::MCP_RECV)
-        .filter_map(|(_, e)| serde_json::from_str::<serde_json::Value>(&e.text("msg")).ok())
-        .filter(|m| m.get("id") == Some(&serde_json::json!(1)))
-        .collect();
+    let read: Vec<serde_json::Value> =
+        client_lines(&outcome, kind::MCP_RECV).into_iter().filter(|m| m.get("id") == Some(&serde_json::json!(1))).collect();
     assert_eq!(read.len(), 2, "one answer each for the listing and the refused call: {read:?}");
     assert!(read[0].pointer("/result/tools").is_some() || read[1].pointer("/result/tools").is_some(), "the listing is answered with its tools: {read:?}");
     let codes: Vec<_> = read.iter().filter_map(|m| m.pointer("/error/code")).collect();
@@ -590,17 +591,12 @@ fn a_call_reusing_a_cancelled_id_is_answered_with_its_own_result() {
 fn a_ping_reusing_a_cancelled_id_is_answered_and_judged_so() {
     let outcome = race("rmcp_ping_reusing_a_cancelled_id");
     assert_eq!(outcome.violations, vec![]);
-    let sends: Vec<serde_json::Value> = outcome
-        .trace
-        .of_kind(kind::MCP_SEND)
-        .filter_map(|(_, e)| serde_json::from_str::<serde_json::Value>(&e.text("msg")).ok())
-        .collect();
+    let sends = client_lines(&outcome, kind::MCP_SEND);
     let cancel = sends.iter().position(|m| m.pointer("/params/requestId") == Some(&serde_json::json!(0)));
     let ping = sends.iter().position(|m| m.get("method") == Some(&serde_json::json!("ping")) && m.get("id") == Some(&serde_json::json!(0)));
     assert!(cancel.is_some() && ping > cancel, "the race was not exercised: {sends:?}");
-    let pong = outcome.trace.of_kind(kind::MCP_RECV).any(|(_, e)| {
-        let msg: serde_json::Value = serde_json::from_str(&e.text("msg")).unwrap_or_default();
-        msg.get("id") == Some(&serde_json::json!(0)) && msg.get("result") == Some(&serde_json::json!({}))
-    });
+    let pong = client_lines(&outcome, kind::MCP_RECV)
+        .iter()
+        .any(|msg| msg.get("id") == Some(&serde_json::json!(0)) && msg.get("result") == Some(&serde_json::json!({})));
     assert!(pong, "the ping is answered with an empty result");
 }
