@@ -168,13 +168,17 @@ async fn with_frames<R: AsyncBufReadExt + Unpin, W: AsyncWriteExt + Unpin>(
     let work = methods::dispatch(ctx, request, admitted);
     tokio::pin!(work);
     let Some(interval_ms) = interval_ms else {
-        return Ok(work.await);
+        return tokio::select! {
+            outcome = &mut work => Ok(outcome),
+            () = hung_up(ctx, lines) => Err(std::io::ErrorKind::BrokenPipe.into()),
+        };
     };
     let interval = Duration::from_millis(interval_ms);
     let mut next = seam::now() + Duration::from_millis(ctx.rules.first_frame_ms());
     loop {
         tokio::select! {
             outcome = &mut work => return Ok(outcome),
+            () = hung_up(ctx, lines) => return Err(std::io::ErrorKind::BrokenPipe.into()),
             () = tokio::time::sleep_until(next) => {
                 write_line(ctx, writer, &wire::progress(&frame_id(ctx, &request.id))).await?;
                 if client_gone(lines) {
@@ -187,8 +191,19 @@ async fn with_frames<R: AsyncBufReadExt + Unpin, W: AsyncWriteExt + Unpin>(
     }
 }
 
-/// Whether the client has ended its side of the connection (it writes one request, then only
-/// reads), looked at without waiting: `next_line` is cancel safe.
+/// The client ended its side of the connection (it writes one request, then only reads), as the
+/// event loop sees it: a hang-up is an event like any other, handled when the loop runs (not
+/// during a stall). Work whose client has left is dropped at once, not at the next frame: a
+/// flow whose request went is over before the user's approval can reach it (daemon soak,
+/// `v1.daemon.none.88443e5809ff13d2`: the client left at 1302 ms, the next frame was due at
+/// 1510 ms, and the redirect accepted at 1500 ms had its code thrown away; `approvals_are_used`).
+/// `next_line` is cancel safe.
+async fn hung_up<R: AsyncBufReadExt + Unpin>(ctx: &Ctx, lines: &mut tokio::io::Lines<R>) {
+    while let Ok(Some(_)) = lines.next_line().await {}
+    knobs::wait_while(&ctx.knobs, |k| k.stall).await;
+}
+
+/// Whether the client has ended its side of the connection, looked at without waiting.
 fn client_gone<R: AsyncBufReadExt + Unpin>(lines: &mut tokio::io::Lines<R>) -> bool {
     matches!(lines.next_line().now_or_never(), Some(Ok(None) | Err(_)))
 }

@@ -634,3 +634,20 @@ fn flows_held_by_a_wedged_authorization_server_end_at_the_oauth_bound() {
         assert!(timeout, "{name}: the OAuth bound ends the flow");
     }
 }
+
+// Daemon soak token v1.daemon.none.88443e5809ff13d2 (shrunk): crossed frames carried a1.2's
+// heartbeats away and its CLI gave up at 1302 ms; the daemon learned it only at its next frame,
+// due at 1510 ms, and in between (1500 ms) its listener accepted the user's approval of a1.2's
+// flow, then dropped the flow and the code with it (`approvals_are_used`). A daemon hears a
+// hang-up as it happens (an event-loop daemon gets the socket's end at once): the flow is over
+// before the approval comes, and the redirect is refused.
+#[test]
+fn an_approval_after_its_client_hung_up_is_refused() {
+    let outcome = race("approval_after_its_client_hung_up");
+    assert_eq!(outcome.violations, vec![]);
+    let left = events(&outcome, kind::CLI_FAIL).iter().find(|e| e.text("id") == "a1.2").map(|e| e.at_ms).expect("a1.2's CLI gives up");
+    let flow = events(&outcome, kind::DAEMON_OAUTH).iter().find(|e| e.text("id") == "a1.2" && e.text("phase") == "start").map(|e| e.text("state")).expect("a1.2 starts a flow");
+    let approval = events(&outcome, kind::BROWSER_APPROVE).into_iter().find(|e| e.text("state") == flow).expect("the user approves a1.2's flow");
+    assert!(approval.at_ms > left, "the approval comes after the client left");
+    assert_eq!(approval.num("status"), 400, "the redirect of a flow whose client left is refused");
+}
