@@ -126,9 +126,7 @@ async fn wedge(State(app): State<App>, request: Request, next: Next) -> Response
     let wedged = lock(&lock(&app.0).issued).wedged.contains(&path);
     if wedged {
         let body = axum::body::to_bytes(request.into_body(), usize::MAX).await.unwrap_or_default();
-        let form = url::parse_form(&String::from_utf8_lossy(&body));
-        let code = form.get("code").cloned().unwrap_or_default();
-        let state = lock(&app.0).codes.get(&code).map(|g| g.state.clone()).unwrap_or_default();
+        let state = flow_of(&app, &url::parse_form(&String::from_utf8_lossy(&body)));
         emit!(kind::FAULT_FIRED, fault = "wedged_method", method = %path, state = %state);
         return std::future::pending::<Response>().await;
     }
@@ -233,18 +231,20 @@ async fn authorize(
     (StatusCode::FOUND, [("location", location)]).into_response()
 }
 
+/// The flow (`state`) a token request's code exchange belongs to: empty for a refresh or an
+/// unknown code.
+fn flow_of(app: &App, form: &BTreeMap<String, String>) -> String {
+    let exchange = form.get("grant_type").is_some_and(|grant| grant == "authorization_code");
+    let code = form.get("code").filter(|_| exchange);
+    code.and_then(|code| lock(&app.0).codes.get(code).map(|g| g.state.clone())).unwrap_or_default()
+}
+
 async fn token(State(app): State<App>, body: String) -> Response {
     let form = url::parse_form(&body);
     let field = |name: &str| form.get(name).cloned().unwrap_or_default();
     let client_id = field("client_id");
     let grant = form.get("grant_type").cloned().unwrap_or_default();
-    // The flow a code exchange belongs to (empty for a refresh or an unknown code).
-    let state = lock(&app.0)
-        .codes
-        .get(&field("code"))
-        .filter(|_| grant == "authorization_code")
-        .map(|g| g.state.clone())
-        .unwrap_or_default();
+    let state = flow_of(&app, &form);
     let outcome = if grant == "refresh_token" {
         refresh(&app, &form)
     } else {

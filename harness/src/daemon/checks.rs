@@ -298,9 +298,7 @@ impl<'a> Facts<'a> {
     /// exchange completes), or a request of the flow (discovery, registration, the code
     /// exchange) held unanswered there by a wedged authorization server.
     pub fn flow_pending(&self, from: u64, to: u64) -> bool {
-        let held = self.trace.of_kind(kind::FAULT_FIRED).any(|(_, e)| {
-            e.host == host::OAUTH && e.text("fault") == "wedged_method" && e.at_ms >= from && e.at_ms <= to
-        });
+        let held = self.trace.events.iter().any(|e| held_by_authorization_server(e) && e.at_ms >= from && e.at_ms <= to);
         if held {
             return true;
         }
@@ -320,6 +318,11 @@ impl<'a> Facts<'a> {
     pub fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
         self.trace.violation(invariant, index, detail)
     }
+}
+
+/// A request a wedged authorization server read and never answered (its `fault.fired`).
+fn held_by_authorization_server(event: &TraceEvent) -> bool {
+    event.kind == kind::FAULT_FIRED && event.host == host::OAUTH && event.text("fault") == "wedged_method"
 }
 
 fn attempt(index: usize, event: &TraceEvent) -> Attempt {
@@ -470,7 +473,7 @@ pub fn approvals_are_used(facts: &Facts<'_>) -> Vec<Violation> {
         let exchanged = facts.trace.events.iter().any(|e| {
             let exchange = match e.kind.as_str() {
                 kind::OAUTH_TOKEN => e.text("grant") != "refresh_token",
-                kind::FAULT_FIRED => e.host == host::OAUTH && e.text("fault") == "wedged_method",
+                kind::FAULT_FIRED => held_by_authorization_server(e),
                 _ => false,
             };
             exchange && e.text("state") == state && e.at_ms + facts.slack_ms >= approval.at_ms
