@@ -292,13 +292,20 @@ impl<'a> Facts<'a> {
         self.oauth_timeout_ms + attempt.timeout_ms.unwrap_or(self.sdk_request_timeout_ms)
     }
 
-    /// Whether an authorization flow open in `[from, to]` was still open at `to`: a prompt shown
-    /// then without a token for the authorization of its `state` (a token issued within the slack
-    /// before `to` does not count: the daemon's OAuth bound may fire in the same tick as the
-    /// exchange completes), or a request of the flow (discovery, registration, the code
-    /// exchange) held unanswered there by a wedged authorization server.
-    pub fn flow_pending(&self, from: u64, to: u64) -> bool {
-        let held = self.trace.events.iter().any(|e| held_by_authorization_server(e) && e.at_ms >= from && e.at_ms <= to);
+    /// Whether an authorization flow of the daemon that took `attempt`, open in `[from, to]`,
+    /// was still open at `to`: a prompt shown then without a token for the authorization of its
+    /// `state` (a token issued within the slack before `to` does not count: the daemon's OAuth
+    /// bound may fire in the same tick as the exchange completes), or a request of the flow
+    /// (discovery, registration, the code exchange) held unanswered there by a wedged
+    /// authorization server. Another daemon's flow cannot hold this one's request (race
+    /// `daemon_listing_timed_out_beside_another_daemons_flow`); a held discovery or registration
+    /// names no flow, so it counts for every daemon.
+    pub fn flow_pending(&self, attempt: &Attempt, from: u64, to: u64) -> bool {
+        let daemon = self.effects.taken_by.get(&attempt.id).copied().unwrap_or(attempt.pid);
+        let ours = |state: &str| self.effects.flows.get(state).is_none_or(|(pid, _)| *pid == daemon);
+        let held = self.trace.events.iter().any(|e| {
+            held_by_authorization_server(e) && e.at_ms >= from && e.at_ms <= to && ours(&e.text("state"))
+        });
         if held {
             return true;
         }
@@ -312,7 +319,8 @@ impl<'a> Facts<'a> {
         self.trace
             .of_kind(kind::BROWSER_PROMPT)
             .filter(|(_, e)| e.at_ms >= from && e.at_ms <= to)
-            .any(|(_, prompt)| !resolved.contains(&prompt.text("state")))
+            .map(|(_, prompt)| prompt.text("state"))
+            .any(|state| !resolved.contains(&state) && ours(&state))
     }
 
     pub fn violation(&self, invariant: &str, index: usize, detail: String) -> Violation {
@@ -377,7 +385,7 @@ pub fn no_early_timeout(facts: &Facts<'_>) -> Vec<Violation> {
             );
             found.push(facts.violation("no_early_timeout", end.index, detail));
         } else if end.code == "operation_timeout" {
-            let pending = facts.flow_pending(attempt.at_ms, end.at_ms);
+            let pending = facts.flow_pending(attempt, attempt.at_ms, end.at_ms);
             let floor = match (attempt.method == "listTools", pending) {
                 (true, true) => attempt.timeout_ms.unwrap_or(facts.oauth_timeout_ms),
                 (true, false) => attempt.timeout_ms.unwrap_or(facts.sdk_request_timeout_ms),
@@ -411,14 +419,8 @@ pub fn no_early_timeout(facts: &Facts<'_>) -> Vec<Violation> {
 pub fn one_oauth_flow_per_action(facts: &Facts<'_>) -> Vec<Violation> {
     let mut seen: BTreeMap<u64, usize> = BTreeMap::new();
     let mut found = Vec::new();
-    let flows: BTreeMap<String, u64> = facts
-        .trace
-        .of_kind(kind::DAEMON_OAUTH)
-        .filter(|(_, e)| e.text("phase") == "start")
-        .filter_map(|(_, e)| Some((e.text("state"), action_of(&e.text("id"))?)))
-        .collect();
     for (index, event) in facts.trace.of_kind(kind::BROWSER_PROMPT) {
-        let owner = flows.get(&event.text("state")).copied();
+        let owner = facts.effects.flows.get(&event.text("state")).and_then(|(_, id)| action_of(id));
         let Some(action) = owner.or_else(|| facts.action_at(event.at_ms)) else {
             continue;
         };
@@ -445,17 +447,11 @@ pub fn one_oauth_flow_per_action(facts: &Facts<'_>) -> Vec<Violation> {
 /// left pending) shows the user "approved" and throws the code away: the next request prompts
 /// again. Excused only when the daemon that ran the flow crashed after the approval, a stall froze
 /// it as the redirect came, a fault cut the flow's request at the CLI within a slack of the
-/// redirect, or the redirect met the flow's OAuth bound within a slack; not judged when the run
+/// redirect, or the redirect met the flow's OAuth bound or its request's operation ceiling within
+/// a slack; not judged when the run
 /// ends within a slack of it.
 pub fn approvals_are_used(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
-    // The daemon that started each flow (`daemon.oauth phase=start` names its state).
-    let flows: BTreeMap<String, (u64, String)> = facts
-        .trace
-        .of_kind(kind::DAEMON_OAUTH)
-        .filter(|(_, e)| e.text("phase") == "start")
-        .map(|(_, e)| (e.text("state"), (e.num("pid"), e.text("id"))))
-        .collect();
     // When each flow's OAuth bound ended it (`phase=timeout`).
     let timeouts: BTreeMap<String, u64> = facts
         .trace
@@ -478,7 +474,7 @@ pub fn approvals_are_used(facts: &Facts<'_>) -> Vec<Violation> {
             };
             exchange && e.text("state") == state && e.at_ms + facts.slack_ms >= approval.at_ms
         });
-        let (pid, request) = flows.get(&state).map_or((None, None), |(pid, id)| (Some(*pid), facts.attempt(id)));
+        let (pid, request) = facts.effects.flows.get(&state).map_or((None, None), |(pid, id)| (Some(*pid), facts.attempt(id)));
         let crashed = facts.effects.crashes.iter().any(|(p, at)| Some(*p) == pid && *at + facts.slack_ms >= approval.at_ms);
         // A fault cut the flow's request at the CLI as the redirect came: the daemon dropped
         // the work nobody waited for any more, in the same tick as it accepted the redirect.
@@ -487,9 +483,12 @@ pub fn approvals_are_used(facts: &Facts<'_>) -> Vec<Violation> {
         // A stall froze the daemon as the redirect came: its OAuth bound ran out before it
         // could exchange the code (the listener's socket still completed the redirect).
         let stalled = facts.held_during("daemon_stall", approval.at_ms.saturating_sub(facts.slack_ms), approval.at_ms + facts.slack_ms);
-        // The redirect came within a slack of the flow's OAuth bound, which ended it before the
-        // exchange could (a tick's race at the deadline, not a code thrown away later).
-        let at_deadline = timeouts.get(&state).is_some_and(|end| near(*end));
+        // The redirect came within a slack of the flow's OAuth bound, or of its request's
+        // operation ceiling, which ended it before the exchange could (a tick's race at the
+        // deadline, not a code thrown away later; race `daemon_approval_as_its_request_met_its_ceiling`).
+        // Whether the deadline itself came on time is `no_early_timeout`'s to judge.
+        let ceiling = request.and_then(|a| a.end.as_ref()).is_some_and(|e| e.code == "operation_timeout" && near(e.at_ms));
+        let at_deadline = ceiling || timeouts.get(&state).is_some_and(|end| near(*end));
         if exchanged {
             verdicts::held();
         } else if crashed {
@@ -511,8 +510,9 @@ pub fn approvals_are_used(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// An approval that reached the daemon within a slack of its flow's OAuth bound.
-const AT_DEADLINE: &str = "the approval met its flow's OAuth deadline";
+/// An approval that reached the daemon within a slack of its flow's OAuth bound or its request's
+/// operation ceiling.
+const AT_DEADLINE: &str = "the approval met its flow's deadline";
 
 /// The daemon executes each logical request once upstream. A second execution is excused only
 /// when the first one's result could not reach the user because of an injected fault's own
@@ -553,14 +553,16 @@ pub fn executes_once(facts: &Facts<'_>) -> Vec<Violation> {
 /// No daemon launch the user did not need: the CLI never replaces a healthy, fresh daemon (a
 /// launch that replaced a stale one, or a peer's `daemon start`, is needed). The daemons a
 /// launch replaced are the ones its own action stopped (its `cli.stop` targets, and the pids
-/// that accepted a stop under its control id `c<action>.…`) and that then exited, stopped or
-/// killed: a stop another client sent to its own stale daemon meanwhile neither excuses this
-/// action's replacement nor is one.
+/// that accepted a stop under its control id `c<action>.…`) and that exited, stopped or killed,
+/// after that stop: a stop another client sent to its own stale daemon meanwhile neither excuses
+/// this action's replacement nor is one, and a daemon another client's stop had already ended
+/// was not replaced by this action's late stop to it (race
+/// `daemon_launch_after_another_client_stopped_the_daemon`).
 pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut exits: Vec<(u64, String, u64)> = Vec::new();
-    // Per action, the pids it sent a stop to or that accepted one of its stops.
-    let mut stopped_by: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    // Per action, the pids it sent a stop to or that accepted one of its stops, and when first.
+    let mut stopped_by: BTreeMap<u64, BTreeMap<u64, u64>> = BTreeMap::new();
     let launched_by: BTreeMap<u64, u64> = facts
         .trace
         .of_kind(kind::CLI_LAUNCH)
@@ -573,11 +575,11 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
         match event.kind.as_str() {
             kind::CLI_STOP => {
                 let action = event.num("action");
-                stopped_by.entry(action).or_default().insert(event.num("target"));
+                stopped_by.entry(action).or_default().entry(event.num("target")).or_insert(event.at_ms);
             }
             kind::DAEMON_STOP if event.get("refused") != Some(&Value::Bool(true)) => {
                 if let Some(action) = lifecycle::action_of_control(&event.text("id")) {
-                    stopped_by.entry(action).or_default().insert(event.num("pid"));
+                    stopped_by.entry(action).or_default().entry(event.num("pid")).or_insert(event.at_ms);
                 }
             }
             _ if event.host != host::DAEMON => {}
@@ -603,8 +605,8 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
                 let replaced: Vec<u64> = exits
                     .iter()
                     .filter(|(at, reason, _)| *at >= start && matches!(reason.as_str(), "stop" | "kill"))
+                    .filter(|(at, _, pid)| own.and_then(|pids| pids.get(pid)).is_some_and(|stop| at >= stop))
                     .map(|(_, _, pid)| *pid)
-                    .filter(|pid| own.is_some_and(|pids| pids.contains(pid)))
                     .collect();
                 let stale = |pid: &u64| editions.iter().any(|edition| edition.is_none_or(|edition| fleet.stale(*pid, version, edition) != Some(false)));
                 if replaced.is_empty() || replaced.iter().any(stale) {

@@ -291,6 +291,30 @@ fn no_early_timeout_resolves_each_flow_by_its_own_token() {
     }
 }
 
+// Soak token v1.daemon.none.1b9f3396aa16b6a0: a listing on pid 1 timed out at its per-request
+// bound while pid 3 ran a flow for its own call. Only a flow of the daemon that took the listing
+// can hold it; a flow of its own daemon still can.
+#[test]
+fn no_early_timeout_reads_only_the_flows_of_the_listings_daemon() {
+    let listing = |flow_daemon: u64| {
+        vec![
+            action(0, 1),
+            send(10, 1, 1, "listTools", None),
+            daemon_request(20, 1, "a1.1"),
+            oauth_start(30, flow_daemon, "a9.1", 1),
+            prompt(100, 1),
+            reply(1_030, "a1.1", "operation_timeout"),
+            done(1_030, 1),
+        ]
+    };
+    // Another daemon's flow: the floor is the per-request bound (1 000 ms), met.
+    assert_eq!(run(no_early_timeout, listing(3)), vec![]);
+    // Its own daemon's flow: the OAuth wait (2 000 ms) was not.
+    let found = run(no_early_timeout, listing(1));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("the OAuth wait of 2000 ms"), "{}", found[0].detail);
+}
+
 #[test]
 fn one_oauth_flow_per_action_passes_one_prompt_per_action() {
     let events = vec![
@@ -1799,4 +1823,56 @@ fn approvals_are_used_excuses_a_reset_of_the_flows_request_as_the_redirect_came_
     earlier.extend([oauth_start(100, 1, "a1.1", 1), approve(1_600, 1, 200)]);
     earlier.sort_by_key(|e| e.at_ms);
     assert_eq!(run(approvals_are_used, earlier).len(), 1);
+}
+
+// Soak token v1.daemon.none.a33f79a43cb56fda: the flow's request met its operation ceiling in
+// the tick its redirect was accepted. A ceiling long before the redirect excuses nothing.
+#[test]
+fn approvals_are_used_excuses_a_redirect_at_its_requests_ceiling_only() {
+    let ceiling = |at_ms: u64| {
+        vec![
+            send(10, 1, 1, "callTool", None),
+            oauth_start(100, 1, "a1.1", 1),
+            reply(at_ms, "a1.1", "operation_timeout"),
+            approve(3_000, 1, 200),
+        ]
+    };
+    let mut raced = ceiling(2_997);
+    raced.sort_by_key(|e| e.at_ms);
+    assert_eq!(run(approvals_are_used, raced), vec![]);
+    let found = run(approvals_are_used, ceiling(2_000));
+    assert_eq!(found.len(), 1, "{found:?}");
+    // Nor does another code at the same moment.
+    let mut other = ceiling(2_997);
+    other[2] = reply(2_997, "a1.1", "upstream_error");
+    other.sort_by_key(|e| e.at_ms);
+    assert_eq!(run(approvals_are_used, other).len(), 1);
+}
+
+// Soak token v1.daemon.none.615fa690a379eece: action 1 stopped pid 1; action 2's restart then
+// sent its own stop to pid 1, already gone, and launched pid 2. Action 2 replaced nothing; had
+// its stop come first, and pid 1 exited after it, action 2 would have replaced a healthy daemon.
+#[test]
+fn no_needless_launch_counts_only_daemons_that_exit_after_the_actions_stop() {
+    let events = |second_stop_at: u64| {
+        let mut events = vec![
+            daemon_start(0, 1, 2, "config-1"),
+            versioned_action(100, 1, 2),
+            versioned_action(150, 2, 2),
+            cli_stop(200, 1, "c1.1-stop", 1),
+            cli_stop(second_stop_at, 2, "c2.1-stop", 1),
+            exit(250, 1, "stop"),
+            cli_launch(400, 2, 2),
+            launch(400, 2),
+            daemon_start(450, 2, 2, "config-1"),
+            done(500, 1),
+            done(600, 2),
+        ];
+        events.sort_by_key(|e| e.at_ms);
+        run(no_needless_launch, events)
+    };
+    assert_eq!(events(300), vec![]);
+    let found = events(220);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("pid 2 launched to replace a healthy daemon during action 2"), "{}", found[0].detail);
 }

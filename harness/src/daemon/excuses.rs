@@ -39,6 +39,9 @@ pub struct Effects {
     pub taken_by: BTreeMap<String, u64>,
     /// `(pid, at_ms)` of each crash (`daemon.exit reason=crash`).
     pub crashes: Vec<(u64, u64)>,
+    /// Authorization flow `state` → the daemon that started it and the request it was for
+    /// (`daemon.oauth phase=start`).
+    pub flows: BTreeMap<String, (u64, String)>,
 }
 
 impl Effects {
@@ -50,6 +53,9 @@ impl Effects {
                     effects.taken_by.entry(event.text("id")).or_insert(event.num("pid"));
                 }
                 kind::DAEMON_EXIT if event.text("reason") == "crash" => effects.crashes.push((event.num("pid"), event.at_ms)),
+                kind::DAEMON_OAUTH if event.text("phase") == "start" => {
+                    effects.flows.insert(event.text("state"), (event.num("pid"), event.text("id")));
+                }
                 _ => {}
             }
         }

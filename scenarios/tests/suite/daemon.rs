@@ -651,3 +651,54 @@ fn an_approval_after_its_client_hung_up_is_refused() {
     assert!(approval.at_ms > left, "the approval comes after the client left");
     assert_eq!(approval.num("status"), 400, "the redirect of a flow whose client left is refused");
 }
+
+// Soak token v1.daemon.none.1b9f3396aa16b6a0 (a false alarm, fixed in the checker). A stall froze
+// pid 1 past its listing's per-request bound before the handshake went out, so the listing timed
+// out at that bound (880 ms). Meanwhile pid 3, a peer's daemon, ran an authorization flow for its
+// own call. `no_early_timeout` counted any open flow as this listing's OAuth wait; another
+// daemon's flow cannot hold it, so the listing's floor is its per-request bound.
+#[test]
+fn a_listing_is_not_held_by_another_daemons_flow() {
+    let outcome = race("listing_timed_out_beside_another_daemons_flow");
+    assert_eq!(outcome.violations, vec![]);
+    let taken = events(&outcome, kind::DAEMON_REQUEST).iter().find(|e| e.text("id") == "a1.1").map(|e| e.num("pid")).expect("a1.1 is taken");
+    let flows: Vec<u64> = events(&outcome, kind::DAEMON_OAUTH).iter().filter(|e| e.text("phase") == "start").map(|e| e.num("pid")).collect();
+    assert!(!flows.is_empty() && !flows.contains(&taken), "only another daemon ({flows:?}) runs a flow, not pid {taken}");
+    let reply = events(&outcome, kind::CLI_REPLY).into_iter().find(|e| e.text("id") == "a1.1").expect("a1.1 is answered");
+    assert_eq!(reply.text("code"), "operation_timeout");
+}
+
+// Soak token v1.daemon.none.a33f79a43cb56fda (a false alarm, fixed in the checker). A stall held
+// a2.1 until its operation ceiling fired at 3977 ms, in the tick its flow's redirect came
+// (3980 ms): the listener completed the redirect, and the ceiling dropped the flow before the
+// exchange. `approvals_are_used` excused that race at the flow's OAuth bound only; the request's
+// ceiling is the same deadline race (whether the ceiling came on time is `no_early_timeout`'s).
+#[test]
+fn an_approval_as_its_request_met_its_ceiling_is_a_deadline_race() {
+    let outcome = race("approval_as_its_request_met_its_ceiling");
+    assert_eq!(outcome.violations, vec![]);
+    let ceiling = events(&outcome, kind::CLI_REPLY).into_iter().find(|e| e.text("id") == "a2.1").expect("a2.1 is answered");
+    assert_eq!(ceiling.text("code"), "operation_timeout");
+    let flow = events(&outcome, kind::DAEMON_OAUTH).iter().find(|e| e.text("id") == "a2.1" && e.text("phase") == "start").map(|e| e.text("state")).expect("a2.1 starts a flow");
+    let approval = events(&outcome, kind::BROWSER_APPROVE).into_iter().find(|e| e.text("state") == flow).expect("the user approves a2.1's flow");
+    assert_eq!(approval.num("status"), 200);
+    assert!(approval.at_ms.abs_diff(ceiling.at_ms) <= 10, "the approval ({} ms) meets the ceiling ({} ms)", approval.at_ms, ceiling.at_ms);
+    let exchanged = events(&outcome, kind::OAUTH_TOKEN).iter().any(|e| e.text("state") == flow);
+    assert!(!exchanged, "the dropped flow's code is never exchanged");
+}
+
+// Soak token v1.daemon.none.615fa690a379eece (a false alarm, fixed in the checker). Action 2
+// stopped pid 1 at 850 ms after a reset; action 4's request to pid 1 failed, and its restart sent
+// its own stop to pid 1 at 970 ms, long after pid 1 had gone, then launched pid 3 (pid 2 had
+// crashed). `no_needless_launch` took pid 1 for a daemon action 4 replaced; a daemon is replaced
+// by an action only when it exits after that action's stop.
+#[test]
+fn a_launch_after_another_client_stopped_the_daemon_is_needed() {
+    let outcome = race("launch_after_another_client_stopped_the_daemon");
+    assert_eq!(outcome.violations, vec![]);
+    let exit = events(&outcome, kind::DAEMON_EXIT).into_iter().find(|e| e.num("pid") == 1).expect("pid 1 exits");
+    assert_eq!(exit.text("reason"), "stop");
+    let late = events(&outcome, kind::CLI_STOP).into_iter().find(|e| e.num("action") == 4 && e.num("target") == 1).expect("action 4 stops pid 1");
+    assert!(late.at_ms > exit.at_ms, "action 4's stop ({} ms) comes after pid 1 left ({} ms)", late.at_ms, exit.at_ms);
+    assert!(events(&outcome, kind::CLI_LAUNCH).iter().any(|e| e.num("action") == 4), "action 4 launches a daemon");
+}
