@@ -84,11 +84,6 @@ impl End {
     pub fn expired(&self) -> bool {
         self.transport && matches!(self.code.as_str(), "idle" | "budget")
     }
-
-    /// The socket refused the connection (its daemon had died): no daemon heard the request.
-    pub fn refused(&self) -> bool {
-        self.transport && self.code == "refused"
-    }
 }
 
 /// One request the CLI sent (one connection).
@@ -368,7 +363,9 @@ fn fixed_phase(method: &str) -> bool {
 
 /// No request fails before its caller's deadline while its peers are healthy: no transport
 /// timeout on an undisturbed daemon, and no `operation_timeout` before the bound of the phase it
-/// was in (the OAuth wait, a page, the ceiling).
+/// was in (the OAuth wait, a page, the ceiling). Excused only by the fault's effect on that
+/// request: a transport expiry a fault cut (`Facts::cut`), or an `operation_timeout` that fired
+/// as a stall that froze its work ended (`Facts::thawed`).
 pub fn no_early_timeout(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for attempt in &facts.attempts {
@@ -392,7 +389,9 @@ pub fn no_early_timeout(facts: &Facts<'_>) -> Vec<Violation> {
                 (false, true) => facts.oauth_timeout_ms,
                 (false, false) => facts.ceiling_ms(attempt),
             };
-            if elapsed + facts.slack_ms < floor {
+            if elapsed + facts.slack_ms < floor && facts.thawed(end.at_ms) {
+                verdicts::excused(super::excuses::THAWED);
+            } else if elapsed + facts.slack_ms < floor {
                 let phase = if pending {
                     "the OAuth wait"
                 } else {

@@ -1721,15 +1721,21 @@ fn unknown_methods_refused_flags_a_success_upstream_work_and_a_wrong_error() {
     let wrong = vec![spec(), ask.clone(), done_as(20, 1, "runtime_error")];
     let found = run(crate::daemon::honesty::unknown_methods_refused, wrong);
     assert_eq!(found.len(), 1, "{found:?}");
-    // Refused as busy although it asked a daemon, which owed it `unknown_method`.
+    // Refused as busy although it asked a daemon (which read it), which owed it `unknown_method`.
     let send = TraceEvent::new(5, host::CLI, kind::CLI_SEND, &[("action", json!(1)), ("id", json!("a1.1"))]);
-    let busy = vec![spec(), ask.clone(), send.clone(), done_as(20, 1, "daemon_busy")];
+    let heard = request(6, 1, "a1.1");
+    let busy = vec![spec(), ask.clone(), send.clone(), heard.clone(), done_as(20, 1, "daemon_busy")];
     let found = run(crate::daemon::honesty::unknown_methods_refused, busy);
     assert_eq!(found.len(), 1, "{found:?}");
     // A daemon heard it and reset the connection, with no fault to excuse it.
-    let reset = TraceEvent::new(6, host::CLI, kind::CLI_FAIL, &[("id", json!("a1.1")), ("reason", json!("reset"))]);
-    let found = run(crate::daemon::honesty::unknown_methods_refused, vec![spec(), ask, send, reset, done_as(20, 1, "daemon_busy")]);
+    let reset = TraceEvent::new(7, host::CLI, kind::CLI_FAIL, &[("id", json!("a1.1")), ("reason", json!("reset"))]);
+    let found = run(crate::daemon::honesty::unknown_methods_refused, vec![spec(), ask.clone(), send.clone(), heard, reset.clone(), done_as(20, 1, "refused")]);
     assert_eq!(found.len(), 1, "{found:?}");
+    // Daemon soak v1.daemon.none.90f1c584e71057af: the daemon it was sent to exited (another
+    // client's replacement stopped it) before reading it; the reset ended an attempt nobody
+    // heard, and the guards' refusal after is the lifecycle checkers' to judge.
+    let unread = vec![spec(), ask, send, reset, done_as(20, 1, "refused")];
+    assert_eq!(run(crate::daemon::honesty::unknown_methods_refused, unread), vec![]);
 }
 
 #[test]
@@ -1875,4 +1881,28 @@ fn no_needless_launch_counts_only_daemons_that_exit_after_the_actions_stop() {
     let found = events(220);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("pid 2 launched to replace a healthy daemon during action 2"), "{}", found[0].detail);
+}
+
+// Daemon soak v1.daemon.none.5a2fd67ee550982f: a listing whose work a stall froze timed out at
+// its per-request bound as the stall ended, while another request's flow was open on its daemon.
+// A timeout that fires as a stall ends is the stall's; one that comes later is the daemon's own.
+#[test]
+fn no_early_timeout_excuses_a_bound_that_fires_as_a_stall_ends_only() {
+    let listing = |timeout_at: u64| {
+        vec![
+            fault(0, "daemon_stall", "start"),
+            action(0, 1),
+            send(10, 1, 1, "listTools", None),
+            daemon_request(20, 1, "a1.1"),
+            oauth_start(600, 1, "a2.1", 1),
+            prompt(650, 1),
+            fault(1_030, "daemon_stall", "end"),
+            reply(timeout_at, "a1.1", "operation_timeout"),
+            done(timeout_at, 1),
+        ]
+    };
+    assert_eq!(run(no_early_timeout, listing(1_033)), vec![]);
+    let found = run(no_early_timeout, listing(1_500));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("the OAuth wait of 2000 ms"), "{}", found[0].detail);
 }

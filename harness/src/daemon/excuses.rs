@@ -19,6 +19,8 @@ pub const RESET: &str = "a reset tore its connection down";
 pub const STALL: &str = "a stall silenced its daemon";
 /// Frames for the request went out under another request's id, so its budget was not re-armed.
 pub const CROSSED: &str = "crossed frames carried its heartbeats away";
+/// A stall froze the request's work past one of its bounds, which fired as the stall ended.
+pub const THAWED: &str = "a stall froze its work past the bound that fired as the stall ended";
 /// The daemon was stalled (or hung) when it was probed or when its own timer was due.
 pub const UNRESPONSIVE: &str = "a stall or hang made the daemon unresponsive";
 
@@ -104,6 +106,16 @@ impl Facts<'_> {
             .iter()
             .filter(|a| a.action == action && a.end.as_ref().is_some_and(|e| e.at_ms <= before_ms))
             .find_map(|a| self.cut(a))
+    }
+
+    /// Whether a timeout at `at_ms` is a bound that ran out while a stall froze the work: a
+    /// stall ended within a slack before it. A stall holds a request's first progress frame, and
+    /// the frame's write holds the work, whose timers then fire as the stall ends, before the
+    /// work could even start (daemon soak, `v1.daemon.none.5a2fd67ee550982f`: a listing timed out
+    /// at its handshake's bound, 1 033 ms after it came, as a 1.1 s stall ended, without having
+    /// sent the handshake). A timeout that comes later is the daemon's own.
+    pub fn thawed(&self, at_ms: u64) -> bool {
+        self.spans.iter().any(|s| s.fault == "daemon_stall" && s.end_ms <= at_ms && s.end_ms + self.slack_ms >= at_ms)
     }
 
     /// The attempt with request id `id`.

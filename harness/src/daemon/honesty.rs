@@ -12,7 +12,7 @@ use bridge_under_test::daemon::config::STATUS_TIMEOUT_MIN_MS;
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
-use super::checks::{Attempt, End, Facts};
+use super::checks::{Attempt, Facts};
 use crate::check::capped;
 use crate::trace::{TraceEvent, Violation};
 
@@ -570,14 +570,18 @@ fn unknown_actions(facts: &Facts<'_>) -> BTreeMap<u64, String> {
 /// does not have (a newer CLI's) never succeeds, causes no upstream work at the MCP server, and,
 /// unless a disruption cut its attempts, ends `unknown_method`. An action the lifecycle guards
 /// refused before any daemon heard it (it sent nothing, or only to a socket that refused the
-/// connection: a daemon that had died) never asked a daemon: the lifecycle checkers judge it.
+/// connection or to a daemon that went before reading it) never asked a daemon: the lifecycle
+/// checkers judge it.
 /// Read from `cli.action`, `cli.send`, `cli.fail`, `cli.done` and the MCP server's `server.recv`.
 pub fn unknown_methods_refused(facts: &Facts<'_>) -> Vec<Violation> {
     let unknown = unknown_actions(facts);
+    // Asked: a daemon read one of its attempts (`daemon.request`). One sent to a socket that
+    // refused it, or to a daemon that exited before reading it (stopped by another client's
+    // replacement: daemon soak, `v1.daemon.none.90f1c584e71057af`), asked nobody.
     let asked: BTreeSet<u64> = facts
         .attempts
         .iter()
-        .filter(|attempt| !attempt.end.as_ref().is_some_and(End::refused))
+        .filter(|attempt| facts.effects.taken_by.contains_key(&attempt.id))
         .map(|attempt| attempt.action)
         .collect();
     let mut found = Vec::new();

@@ -702,3 +702,35 @@ fn a_launch_after_another_client_stopped_the_daemon_is_needed() {
     assert!(late.at_ms > exit.at_ms, "action 4's stop ({} ms) comes after pid 1 left ({} ms)", late.at_ms, exit.at_ms);
     assert!(events(&outcome, kind::CLI_LAUNCH).iter().any(|e| e.num("action") == 4), "action 4 launches a daemon");
 }
+
+// Soak token v1.daemon.none.5a2fd67ee550982f (a false alarm, fixed in the checker). A stall
+// held a listing's first progress frame for 1.1 s, and the frame's write held the listing's work
+// with it (a stalled event loop runs nothing): its handshake bound (1 033 ms) ran out and fired
+// as the stall ended, before the handshake was even sent. `no_early_timeout` read a flow another
+// request of that daemon had open as this listing's OAuth wait; now a timeout that fires as a
+// stall ends is the stall's (`Facts::thawed`), and a later one is the daemon's own.
+#[test]
+fn a_listing_frozen_by_a_stall_times_out_as_it_ends() {
+    let outcome = race("listing_starved_by_its_stalled_frame");
+    assert_eq!(outcome.violations, vec![]);
+    let stall_end = events(&outcome, kind::FAULT_INJECTED).iter().find(|e| e.text("fault") == "daemon_stall" && e.text("phase") == "end").map(|e| e.at_ms).expect("the stall ends");
+    let timeout = events(&outcome, kind::DAEMON_REPLY).into_iter().find(|e| e.text("id") == "a1.1").expect("a1.1 is answered");
+    assert_eq!(timeout.text("code"), "operation_timeout");
+    assert!(timeout.at_ms >= stall_end && timeout.at_ms <= stall_end + 10, "the timeout ({} ms) fires as the stall ends ({stall_end} ms)", timeout.at_ms);
+    assert!(!events(&outcome, kind::SERVER_RECV).iter().any(|e| e.text("request") == "a1.1"), "the frozen listing never reached the server");
+}
+
+// Soak token v1.daemon.none.90f1c584e71057af (a false alarm, fixed in the checker). Action 3's
+// unknown method went to pid 1 as another client's replacement stopped it; pid 1 exited before
+// reading it, and action 3 then waited on the start lock until the guards refused it.
+// `unknown_methods_refused` took the sent attempt for one a daemon heard; only a daemon that read
+// it (`daemon.request`) owed it `unknown_method`.
+#[test]
+fn an_unknown_method_no_daemon_read_is_the_lifecycles_to_judge() {
+    let outcome = race("unknown_method_sent_to_a_daemon_that_went_unread");
+    assert_eq!(outcome.violations, vec![]);
+    assert!(events(&outcome, kind::CLI_SEND).iter().any(|e| e.text("id") == "a3.1"), "action 3 sends");
+    assert!(!events(&outcome, kind::DAEMON_REQUEST).iter().any(|e| e.text("id").starts_with("a3.")), "no daemon reads action 3");
+    let done = events(&outcome, kind::CLI_DONE).into_iter().find(|e| e.num("action") == 3).expect("action 3 ends");
+    assert_eq!(done.text("outcome"), "refused");
+}
