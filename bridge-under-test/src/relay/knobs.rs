@@ -10,6 +10,11 @@ use tokio::sync::Notify;
 
 use super::sse::Style;
 
+/// The key in a server request's `params._meta` that names it (`srv-<at>`), so its answer is
+/// matched at the server however a bridge, or rmcp, renumbers it on the way to the client and
+/// back.
+pub const SERVER_ID_META: &str = "sim.relay/serverId";
+
 /// Shared handle to the knobs.
 pub type SharedKnobs = Arc<Mutex<RelayerKnobs>>;
 

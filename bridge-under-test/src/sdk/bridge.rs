@@ -10,16 +10,21 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+// Roots and logging are deprecated by SEP-2577 in rmcp 3.11.0, but the 2025-11-25 protocol the
+// clients and servers here speak has them, and a proxy owes them passage.
+#[allow(deprecated)]
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotification, CancelledNotificationParam, ClientNotification,
     ClientRequest, ErrorData, GetMeta, ListToolsRequest, ListToolsResult, NotificationMetaObject, NumberOrString, PaginatedRequestParams, PingRequest, RequestId,
     ProgressNotification, ProgressNotificationParam, RootsListChangedNotification, ServerCapabilities, ServerConfig,
-    ServerResult, ToolsCapability,
+    ServerResult, ToolsCapability, ClientConfig, ClientResult, ListRootsRequest, ListRootsResult, LoggingMessageNotification,
+    LoggingMessageNotificationParam, PromptListChangedNotification, ResourceListChangedNotification, ResourceUpdatedNotification,
+    ResourceUpdatedNotificationParam, ServerNotification, ServerRequest, ToolListChangedNotification,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{Peer, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ClientHandler, Peer, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use tokio::sync::Mutex;
 
 use super::http_client::SimHttpClient;
@@ -38,7 +43,7 @@ pub struct SdkBridgeConfig {
     pub bugs: super::SdkBugs,
 }
 
-type Upstream = RunningService<RoleClient, ()>;
+type Upstream = RunningService<RoleClient, Downstream>;
 
 /// The stdio server: a `ServerHandler` whose every method asks the upstream client.
 #[derive(Clone)]
@@ -55,6 +60,8 @@ pub struct Proxy {
     retrying: Arc<AtomicBool>,
     /// Set once stdin closed: nothing connects again.
     closing: Arc<AtomicBool>,
+    /// The stdio client, once its handshake is done: what the server starts goes to it.
+    client: Downstream,
 }
 
 /// A request the bridge is forwarding.
@@ -70,7 +77,7 @@ enum Forwarded {
 
 impl Proxy {
     pub fn new(config: SdkBridgeConfig) -> Self {
-        Self { config: Arc::new(config), upstream: Arc::default(), outbox: Arc::default(), forwarded: Arc::default(), retrying: Arc::default(), closing: Arc::default() }
+        Self { config: Arc::new(config), upstream: Arc::default(), outbox: Arc::default(), forwarded: Arc::default(), retrying: Arc::default(), closing: Arc::default(), client: Downstream::default() }
     }
 
     /// The upstream peer, connecting (rmcp's `initialize` handshake) when there is none or the
@@ -90,7 +97,7 @@ impl Proxy {
                 transport_config = transport_config.auth_header(token.as_str());
             }
             transport_config = transport_config.reinit_on_expired_session(self.config.bugs.rmcp_session_recovery);
-            let handshake = ().serve(StreamableHttpClientTransport::with_client(client, transport_config));
+            let handshake = self.client.clone().serve(StreamableHttpClientTransport::with_client(client, transport_config));
             if self.config.bugs.handshake_without_timeout {
                 break handshake.await;
             }
@@ -460,7 +467,8 @@ impl ServerHandler for Proxy {
     /// `v1.sdk.none.d85e7cf264ecf8af`, a client that wrote only a malformed line after its
     /// handshake, and a server that heard nothing of it for 252 s. A connect that fails is tried
     /// again on the outbox's backoff.
-    async fn on_initialized(&self, _context: NotificationContext<RoleServer>) {
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        *lock(&self.client.0) = Some(context.peer.clone());
         let proxy = self.clone();
         tokio::spawn(async move {
             if proxy.peer().await.is_err() {
@@ -491,6 +499,68 @@ impl ServerHandler for Proxy {
     async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
         let note = ClientNotification::RootsListChangedNotification(RootsListChangedNotification::default());
         self.notify(self.with_meta(note, &context)).await;
+    }
+}
+
+/// The upstream client's handler: what the server starts (its notifications, its requests to
+/// the client) goes on to the stdio client, as a proxy owes it (`server_messages_delivered`).
+/// rmcp's `()` handler drops every notification and answers `roots/list` itself with no roots
+/// (src/handler/client.rs:107-111, :221-226). A `ping` checks the bridge, which answers it
+/// (rmcp's default). The handshake declares the client's own capabilities.
+#[derive(Clone, Default)]
+pub struct Downstream(Arc<std::sync::Mutex<Option<Peer<RoleServer>>>>);
+
+impl Downstream {
+    fn client(&self) -> Option<Peer<RoleServer>> {
+        lock(&self.0).clone()
+    }
+
+    async fn notify(&self, notification: ServerNotification) {
+        if let Some(client) = self.client() {
+            let _ = client.send_notification(notification).await;
+        }
+    }
+}
+
+#[allow(deprecated)]
+impl ClientHandler for Downstream {
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        if let Some(declared) = self.client().and_then(|client| client.peer_info()) {
+            info.capabilities = declared.capabilities.clone();
+        }
+        info
+    }
+
+    async fn list_roots(&self, context: RequestContext<RoleClient>) -> Result<ListRootsResult, ErrorData> {
+        let client = self.client().ok_or_else(|| ErrorData::internal_error("roots/list: the client has not initialized", None))?;
+        let options = PeerRequestOptions::no_options().with_meta(context.meta.clone());
+        let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+        let handle = client.send_request_with_option(request, options).await.map_err(|e| upstream_error("roots/list", e))?;
+        match handle.await_response().await.map_err(|e| upstream_error("roots/list", e))? {
+            ClientResult::ListRootsResult(roots) => Ok(roots),
+            _ => Err(ErrorData::internal_error("unexpected answer to roots/list", None)),
+        }
+    }
+
+    async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _context: NotificationContext<RoleClient>) {
+        self.notify(ServerNotification::LoggingMessageNotification(LoggingMessageNotification::new(params))).await;
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.notify(ServerNotification::ToolListChangedNotification(ToolListChangedNotification::default())).await;
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.notify(ServerNotification::ResourceListChangedNotification(ResourceListChangedNotification::default())).await;
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.notify(ServerNotification::PromptListChangedNotification(PromptListChangedNotification::default())).await;
+    }
+
+    async fn on_resource_updated(&self, params: ResourceUpdatedNotificationParam, _context: NotificationContext<RoleClient>) {
+        self.notify(ServerNotification::ResourceUpdatedNotification(ResourceUpdatedNotification::new(params))).await;
     }
 }
 

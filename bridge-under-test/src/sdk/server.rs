@@ -42,12 +42,13 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, ToolsCapability};
-use rmcp::service::RequestContext;
+use rmcp::model::{RequestMetaObject, ServerNotification, ServerRequest};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::{create_local_session, LocalSessionManager};
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::transport::WorkerTransport;
-use rmcp::{RoleServer, ServerHandler};
+use rmcp::{Peer, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -56,7 +57,7 @@ use crate::events::kind;
 use crate::net::http;
 use crate::net::jsonrpc::{self, id_key};
 use crate::relay::config::RelayerConfig;
-use crate::relay::knobs::{lock, SharedKnobs};
+use crate::relay::knobs::{lock, SharedKnobs, SERVER_ID_META};
 use crate::relay::relayer::{self, SharedDurable};
 use crate::rng::SimRng;
 use crate::seam;
@@ -84,6 +85,12 @@ struct Live {
     closing: BTreeMap<u64, Closing>,
     /// Frame cuts.
     rng: SimRng,
+    /// Each initialized session's peer, and how many of the knobs' server notes it was sent
+    /// (a session opened later misses the earlier ones, as on the mock).
+    peers: BTreeMap<String, (Peer<RoleServer>, usize)>,
+    /// The server's requests to a client, by (session, rmcp's id as canonical JSON): the id
+    /// its `_meta` names (`srv-<at>`), which the answer's POST is logged under.
+    asked: BTreeMap<(String, String), Value>,
 }
 
 type Service = StreamableHttpService<Tools, SeededSessions>;
@@ -101,7 +108,7 @@ pub async fn serve(
     let boot = relayer::begin_boot(&durable);
     emit!(kind::RELAYER_START, boot);
     let sessions = Arc::new(SeededSessions::new(boot, config.seed));
-    let live = Live { requests: BTreeMap::new(), streams: 0, closing: BTreeMap::new(), rng: SimRng::new(config.seed ^ boot ^ 0x5eed) };
+    let live = Live { requests: BTreeMap::new(), streams: 0, closing: BTreeMap::new(), rng: SimRng::new(config.seed ^ boot ^ 0x5eed), peers: BTreeMap::new(), asked: BTreeMap::new() };
     let server = Arc::new(Server { config, knobs, durable, sessions: sessions.clone(), live: Mutex::new(live) });
     let mut service_config = StreamableHttpServerConfig::default();
     // Off: sse-stream's keep-alive reads the wall clock (module docs); the layer writes them.
@@ -109,6 +116,7 @@ pub async fn serve(
     service_config.allowed_hosts = vec![crate::events::host::RELAYER.to_string(), server.config.authority.clone()];
     let tools = Tools(server.clone());
     let service: Service = StreamableHttpService::new(move || Ok(tools.clone()), sessions, service_config);
+    tokio::spawn(announce(server.clone()));
     let router = axum::Router::new().fallback(fault_layer).with_state((server, service));
     http::serve_on(listener, router).await?;
     Ok(())
@@ -196,10 +204,23 @@ impl SessionManager for SeededSessions {
 pub struct Tools(Arc<Server>);
 
 impl ServerHandler for Tools {
+    /// The tools, and what the server sends unasked (`RelayerKnobs::server_notes`): log
+    /// messages and tool list changes, as the mock declares them.
+    #[allow(deprecated)] // logging: SEP-2577 deprecates it after the 2025-11-25 protocol
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::default();
-        capabilities.tools = Some(ToolsCapability::default());
+        let mut tools = ToolsCapability::default();
+        tools.list_changed = Some(true);
+        capabilities.tools = Some(tools);
+        capabilities.logging = Some(serde_json::Map::new());
         ServerConfig::new(capabilities)
+    }
+
+    /// The session's peer, for the messages the server starts ([`announce`]).
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let session = context.extensions.get::<axum::http::request::Parts>().and_then(|parts| header(&parts.headers, "mcp-session-id")).unwrap_or("").to_string();
+        let seen = lock(&self.0.knobs).server_notes.len();
+        lock(&self.0.live).peers.insert(session, (context.peer, seen));
     }
 
     async fn list_tools(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
@@ -308,24 +329,25 @@ async fn fault_layer(AxumState((server, service)): AxumState<(Arc<Server>, Servi
                 Some(msg) => vec![msg.clone()],
                 None => vec![Value::Null],
             };
+            let logged = as_logged(&server, &named, &messages);
             let (reset, reject) = {
                 let knobs = lock(&server.knobs);
                 (knobs.reset_posts, knobs.reject_status)
             };
             if reset == Some(false) {
-                for msg in &messages {
+                for msg in &logged {
                     log_post(&named, msg, 0, "reset");
                     log_reset(&named, msg);
                 }
                 return relayer::reset_connection();
             }
             if !auth {
-                messages.iter().for_each(|msg| log_post(&named, msg, 401, "token"));
+                logged.iter().for_each(|msg| log_post(&named, msg, 401, "token"));
                 return relayer::refusal(StatusCode::UNAUTHORIZED, -32000, "Unauthorized: missing or wrong bearer token");
             }
             if let Some(status) = reject {
                 let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                messages.iter().for_each(|msg| log_post(&named, msg, status.as_u16(), "fault"));
+                logged.iter().for_each(|msg| log_post(&named, msg, status.as_u16(), "fault"));
                 return relayer::refusal(status, -32000, &format!("Refused: HTTP {}", status.as_u16()));
             }
             let initialize = messages.iter().any(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
@@ -342,7 +364,7 @@ async fn fault_layer(AxumState((server, service)): AxumState<(Arc<Server>, Servi
                 () => Some((404, lost_cause(&server, &named))),
             };
             if let Some((status, cause)) = predicted {
-                for msg in &messages {
+                for msg in &logged {
                     log_post(&named, msg, status, cause);
                 }
                 if status < 300 {
@@ -360,7 +382,7 @@ async fn fault_layer(AxumState((server, service)): AxumState<(Arc<Server>, Servi
                 }
                 None => {
                     let cause = if status < 300 { "accepted" } else { "refused" };
-                    for msg in &messages {
+                    for msg in &logged {
                         log_post(&session, msg, status, cause);
                     }
                     if status < 300 {
@@ -372,7 +394,7 @@ async fn fault_layer(AxumState((server, service)): AxumState<(Arc<Server>, Servi
                 }
             }
             if reset.is_some() {
-                messages.iter().for_each(|msg| log_reset(&session, msg));
+                logged.iter().for_each(|msg| log_reset(&session, msg));
                 return relayer::reset_connection();
             }
             if is_event_stream(response.headers()) {
@@ -438,6 +460,68 @@ fn admitted(server: &Server, session: &str, messages: &[Value]) {
             lock(&server.live).requests.insert((session.to_string(), id_key(id)), entry);
         }
     }
+}
+
+/// Send the knobs' server notes (`RelayFault::ServerMessage`) through rmcp to every session
+/// initialized when each was added: a notification as it is, a request (`ping`, `roots/list`)
+/// under rmcp's own id with the `_meta` that names it. rmcp writes them on the session's
+/// standalone stream, and the layer logs them there (`reply.sent` with an empty `id`).
+async fn announce(server: Arc<Server>) {
+    let changed = lock(&server.knobs).changed.clone();
+    loop {
+        let notified = changed.notified();
+        let notes = lock(&server.knobs).server_notes.clone();
+        let due: Vec<(Peer<RoleServer>, Value)> = lock(&server.live)
+            .peers
+            .values_mut()
+            .flat_map(|(peer, seen)| {
+                let unseen: Vec<_> = notes.iter().skip(*seen).map(|note| (peer.clone(), note.clone())).collect();
+                *seen = notes.len();
+                unseen
+            })
+            .collect();
+        for (peer, note) in due {
+            tokio::spawn(send_note(peer, note));
+        }
+        notified.await;
+    }
+}
+
+async fn send_note(peer: Peer<RoleServer>, note: Value) {
+    let mut bare = note.clone();
+    let Some(object) = bare.as_object_mut() else { return };
+    if object.remove("id").is_none() {
+        if let Ok(notification) = serde_json::from_value::<ServerNotification>(note) {
+            let _ = peer.send_notification(notification).await;
+        }
+        return;
+    }
+    let meta = object.get_mut("params").and_then(Value::as_object_mut).and_then(|params| params.remove("_meta"));
+    let meta: RequestMetaObject = meta.and_then(|meta| serde_json::from_value(meta).ok()).unwrap_or_default();
+    if object.get("params").and_then(Value::as_object).is_some_and(serde_json::Map::is_empty) {
+        object.remove("params");
+    }
+    let Ok(request) = serde_json::from_value::<ServerRequest>(bare) else { return };
+    if let Ok(handle) = peer.send_request_with_option(request, PeerRequestOptions::no_options().with_meta(meta)).await {
+        let _ = handle.await_response().await;
+    }
+}
+
+/// The messages of a POST as the log names them: a client's answer to a server request under
+/// the id the request's `_meta` named (the mock's id; rmcp numbers its own).
+fn as_logged(server: &Server, session: &str, messages: &[Value]) -> Vec<Value> {
+    let live = lock(&server.live);
+    messages
+        .iter()
+        .map(|msg| {
+            let named = msg.get("id").filter(|_| msg.get("method").is_none()).and_then(|id| live.asked.get(&(session.to_string(), id_key(id))));
+            let mut logged = msg.clone();
+            if let Some(named) = named {
+                logged["id"] = named.clone();
+            }
+            logged
+        })
+        .collect()
 }
 
 fn is_event_stream(headers: &HeaderMap) -> bool {
@@ -563,6 +647,9 @@ async fn reply_knobs(server: &Server, session: &str, label: &str, event: String)
     let Ok(msg) = serde_json::from_str::<Value>(&data) else { return vec![event] };
     let text = msg.to_string();
     let Some(id) = msg.get("id").filter(|_| msg.get("method").is_none()) else {
+        if let (Some(id), Some(named)) = (msg.get("id"), msg.get("params").and_then(|params| params.get("_meta")).and_then(|meta| meta.get(SERVER_ID_META))) {
+            lock(&server.live).asked.insert((session.to_string(), id_key(id)), named.clone());
+        }
         emit!(kind::REPLY_SENT, id = "", client_id = "", action = "", session = %session, msg = %text, stream = %label);
         return vec![event];
     };

@@ -2884,6 +2884,17 @@ fn server_messages_delivered_follows_a_server_request_to_the_client_and_its_answ
     let mut by_bridge = base();
     by_bridge.push(answer_post(202));
     assert_clean(&run(server_messages_delivered, by_bridge));
+    // Its answer refused by the injected refusal (sdk hunt seed 2026,
+    // v1.sdk.none.a703fe600c477f7c): the fault destroyed it. Refused for another cause, it is lost.
+    let bridge_refused = |cause: &str| {
+        let mut events = base();
+        let mut post = answer_post(401);
+        post.fields.push(("cause".into(), json!(cause)));
+        events.push(post);
+        run(server_messages_delivered, events)
+    };
+    assert_clean(&bridge_refused("fault"));
+    assert_one(&bridge_refused("session"), "server_messages_delivered", 2, "the client never read it");
     // Not so a `roots/list`: only the client knows its roots.
     let roots = ServerMessage::RootsList.message(100);
     let roots_sent = relayer(100, kind::REPLY_SENT, &[("id", json!("")), ("session", json!("s1")), ("stream", json!("get-1")), ("msg", json!(roots.to_string()))]);

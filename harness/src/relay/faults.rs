@@ -72,9 +72,7 @@ pub enum ServerMessage {
     RootsList,
 }
 
-/// The key in a server request's `params._meta` that names it, so its answer is matched at the
-/// server however a bridge renumbers it on the way to the client and back.
-pub const SERVER_ID_META: &str = "sim.relay/serverId";
+pub use bridge_under_test::relay::knobs::SERVER_ID_META;
 
 impl ServerMessage {
     /// The JSON-RPC message sent at `at_ms` (a request's id is `srv-<at_ms>`).

@@ -197,15 +197,10 @@ static LIVE_KINDS: std::sync::LazyLock<Vec<&'static str>> =
 /// A held link (the live engine puts a proxy between bridge and server for it) is drawn after
 /// the traffic, for the same reason.
 pub fn live_scenario() -> impl Strategy<Value = RelayScenario> {
-    let message = prop::sample::select(vec![ServerMessage::Log, ServerMessage::ToolsListChanged, ServerMessage::Ping, ServerMessage::RootsList]);
-    let traffic = prop::collection::vec((1..=1_000u64, message), 0..=4);
     let hold = prop::option::weighted(0.25, (1..=1_000u64, 0..=1_000u64));
-    let core = scenario_of(RelayBugs::default(), compressed().boxed(), &LIVE_KINDS, true);
-    (core, traffic, hold).prop_map(|(mut scenario, traffic, hold)| {
+    let core = with_traffic(scenario_of(RelayBugs::default(), compressed().boxed(), &LIVE_KINDS, true));
+    (core, hold).prop_map(|(mut scenario, hold)| {
         let span_ms = scenario.script.steps.last().map_or(0, |s| s.at_ms);
-        for (permille, message) in traffic {
-            scenario.faults.push(RelayFault::ServerMessage { at_ms: span_ms * permille / 1_000, message });
-        }
         if let Some((at, length)) = hold {
             // As the simulation draws its windows: 100 ms up to three idle timeouts.
             let longest = (3 * scenario.timing.sse_idle_ms).max(200) - 100;
@@ -216,16 +211,31 @@ pub fn live_scenario() -> impl Strategy<Value = RelayScenario> {
     })
 }
 
+/// Up to four messages the server starts (`RelayFault::ServerMessage`) at points of the client's
+/// steps, drawn after the rest of `core`, so a token names the workload and faults it named
+/// before the traffic was added.
+fn with_traffic(core: impl Strategy<Value = RelayScenario>) -> impl Strategy<Value = RelayScenario> {
+    let message = prop::sample::select(vec![ServerMessage::Log, ServerMessage::ToolsListChanged, ServerMessage::Ping, ServerMessage::RootsList]);
+    let traffic = prop::collection::vec((1..=1_000u64, message), 0..=4);
+    (core, traffic).prop_map(|(mut scenario, traffic)| {
+        let span_ms = scenario.script.steps.last().map_or(0, |s| s.at_ms);
+        for (permille, message) in traffic {
+            scenario.faults.push(RelayFault::ServerMessage { at_ms: span_ms * permille / 1_000, message });
+        }
+        scenario
+    })
+}
+
 /// A relay scenario for the sdk family (rmcp's bridge in the simulation): every timing and
-/// fault kind, and a client that completes its handshake first and names its ids in `_meta`,
-/// as for a live bridge.
+/// fault kind, a client that completes its handshake first and names its ids in `_meta`, as for
+/// a live bridge, and the traffic a server starts.
 pub fn sdk_scenario() -> impl Strategy<Value = RelayScenario> {
     sdk_scenario_of(KINDS)
 }
 
 /// [`sdk_scenario`] drawing only the given fault kinds.
 pub fn sdk_scenario_of(kinds: &'static [&'static str]) -> impl Strategy<Value = RelayScenario> {
-    scenario_of(RelayBugs::default(), timing().boxed(), kinds, true)
+    with_traffic(scenario_of(RelayBugs::default(), timing().boxed(), kinds, true))
 }
 
 fn scenario_of(bugs: RelayBugs, timing: BoxedStrategy<Timing>, kinds: &'static [&'static str], live: bool) -> impl Strategy<Value = RelayScenario> {

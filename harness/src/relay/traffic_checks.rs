@@ -10,6 +10,14 @@ use super::checks::Facts;
 use super::faults::SERVER_ID_META;
 use crate::check::{capped, message};
 use crate::trace::{TraceEvent, Violation};
+use crate::verdicts;
+
+/// The stream carrying the server's message closed (or the server restarted) as it was written.
+const CUT: &str = "the stream carrying it closed, or the server restarted, as it was written";
+/// Every POST of the answer was refused by the injected refusal, or reset, where it arrived.
+const ANSWER_REFUSED: &str = "every POST of the answer was refused or reset by a fault";
+/// The client closed stdin before the message could reach it, or its answer the server.
+const CLIENT_LEFT: &str = "the client left first";
 
 /// One message the server wrote unasked: where, when, on which stream connection.
 struct Sent {
@@ -61,6 +69,7 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     for sent in sent {
         let arrives = facts.stories.released_ms(&sent.session, sent.at_ms, 2 * slack) + 2 * slack;
         if arrives >= eof || arrives + facts.sweep_period_ms > facts.horizon_ms {
+            verdicts::excused(CLIENT_LEFT);
             continue;
         }
         // The connection that carried it, and whether it outlived the slack: its close, or a
@@ -71,6 +80,7 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
                     || (e.kind == kind::STREAM_CLOSE && e.text("session") == sent.session && e.text("stream") == sent.stream))
         });
         if cut.is_some_and(|e| e.at_ms <= arrives) {
+            verdicts::excused(CUT);
             continue;
         }
         let server_id = server_id(&sent.msg).cloned();
@@ -84,10 +94,21 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
         let read = events[sent.index..]
             .iter()
             .find(|e| e.host == host::CLIENT && e.kind == kind::MCP_RECV && same(&message(e)));
-        // A `ping` checks the server's own peer, the bridge, which may answer it itself.
+        // A `ping` checks the server's own peer, the bridge, which may answer it itself; that
+        // answer, like the client's, is excused only when every POST of it met the injected
+        // refusal (sdk hunt seed 2026, `v1.sdk.none.a703fe600c477f7c`: rmcp's client answered a
+        // ping inside a `post_reject` window, and the one POST of it was refused).
         let key = server_id.as_ref().map(Value::to_string).unwrap_or_default();
-        if read.is_none() && sent.method == "ping" && answer_posts(&events[sent.index..], &key).any(accepted) {
-            continue;
+        if read.is_none() && sent.method == "ping" {
+            let posts: Vec<_> = answer_posts(&events[sent.index..], &key).collect();
+            if posts.iter().copied().any(accepted) {
+                verdicts::held();
+                continue;
+            }
+            if !posts.is_empty() && posts.iter().all(|post| post.text("cause") == "fault") {
+                verdicts::excused(ANSWER_REFUSED);
+                continue;
+            }
         }
         let Some(read) = read else {
             let open = cut.map_or("the end".to_string(), |e| format!("{} ms", e.at_ms));
@@ -99,6 +120,7 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             continue;
         };
         if server_id.is_none() {
+            verdicts::held();
             continue;
         }
         // A request: the client's answer (under the id the client read) must reach the server,
@@ -110,21 +132,29 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
                 msg.get("method").is_none() && msg.get("id") == read_id.as_ref()
             }
         });
-        let Some(answered) = answered else { continue };
+        let Some(answered) = answered else {
+            // The client did not answer: a client's policy, not the bridge's to deliver.
+            verdicts::held();
+            continue;
+        };
         let posts: Vec<_> = answer_posts(&events[answered..], &key).collect();
         if posts.iter().copied().any(accepted) {
+            verdicts::held();
             continue;
         }
         let answer_at = events[answered].at_ms;
         if answer_at + 2 * slack >= eof || answer_at + facts.sweep_period_ms + 2 * slack > facts.horizon_ms {
+            verdicts::excused(CLIENT_LEFT);
             continue;
         }
         if !posts.is_empty() {
             // Every POST of it was refused or reset where it arrived: a fault destroyed it.
+            verdicts::excused(ANSWER_REFUSED);
             continue;
         }
         let restarted = events[answered..].iter().any(|e| e.host == host::RELAYER && e.kind == kind::RELAYER_START && e.at_ms <= answer_at + 2 * slack);
         if restarted {
+            verdicts::excused(CUT);
             continue;
         }
         let detail = format!(

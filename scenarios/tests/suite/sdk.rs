@@ -600,3 +600,29 @@ fn a_ping_reusing_a_cancelled_id_is_answered_and_judged_so() {
         .any(|msg| msg.get("id") == Some(&serde_json::json!(0)) && msg.get("result") == Some(&serde_json::json!({})));
     assert!(pong, "the ping is answered with an empty result");
 }
+
+// Goal: what a server starts reaches the client through rmcp's bridge, on either server
+// (#31: server-initiated notifications and pings). Method: the first case the sdk hunt found
+// once the generator drew server traffic (seed 2026, v1.sdk.none.a703fe600c477f7c, shrunk): the
+// server sends `tools/list_changed`, a log message, a `ping` (inside a `post_reject` window) and
+// a `roots/list`. The bridge's upstream client was rmcp's `()` handler, which drops every
+// notification and answers `roots/list` itself with no roots; now a handler forwards them to
+// the client. rmcp answers the ping itself, and the refused POST of that answer is the fault's
+// (`server_messages_delivered` had called it "never read").
+#[test]
+fn what_the_server_starts_reaches_the_client_on_either_server() {
+    for server in ["mock", "rmcp"] {
+        let outcome = race_edited("server_traffic_through_the_bridge", |scenario| scenario["family"]["server"] = serde_json::json!(server));
+        assert_eq!(outcome.violations, vec![], "{server}");
+        let read = client_lines(&outcome, kind::MCP_RECV);
+        let method = |m: &serde_json::Value| m.get("method").and_then(serde_json::Value::as_str).unwrap_or("").to_string();
+        let started: Vec<String> = read.iter().map(method).filter(|m| !m.is_empty()).collect();
+        assert_eq!(started, ["notifications/tools/list_changed", "notifications/message", "roots/list"], "{server}");
+        let roots = read.iter().find(|m| method(m) == "roots/list").unwrap();
+        assert_eq!(roots.pointer("/params/_meta/sim.relay~1serverId"), Some(&serde_json::json!("srv-1816")), "{server}: the request's _meta goes along");
+        let answered = outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.text("id") == "\"srv-1816\"" && e.num("status") == 202);
+        assert!(answered, "{server}: the client's roots reach the server");
+        let pong = outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.text("id") == "\"srv-1502\"" && e.text("cause") == "fault");
+        assert!(pong, "{server}: the bridge's own answer to the ping meets the refusal");
+    }
+}
