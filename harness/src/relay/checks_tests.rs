@@ -2894,6 +2894,7 @@ fn server_messages_delivered_follows_a_server_request_to_the_client_and_its_answ
         run(server_messages_delivered, events)
     };
     assert_clean(&bridge_refused("fault"));
+    assert_clean(&bridge_refused("reset"));
     assert_one(&bridge_refused("session"), "server_messages_delivered", 2, "the client never read it");
     // Not so a `roots/list`: only the client knows its roots.
     let roots = ServerMessage::RootsList.message(100);

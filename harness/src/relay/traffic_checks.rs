@@ -96,8 +96,9 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             .find(|e| e.host == host::CLIENT && e.kind == kind::MCP_RECV && same(&message(e)));
         // A `ping` checks the server's own peer, the bridge, which may answer it itself; that
         // answer, like the client's, is excused only when every POST of it met the injected
-        // refusal (sdk hunt seed 2026, `v1.sdk.none.a703fe600c477f7c`: rmcp's client answered a
-        // ping inside a `post_reject` window, and the one POST of it was refused).
+        // refusal or reset (sdk hunt seed 2026, `v1.sdk.none.a703fe600c477f7c`: rmcp's client
+        // answered a ping inside a `post_reject` window, and the one POST of it was refused; sdk
+        // soak `v1.sdk.none.8fca668d268d3e3f`: inside a `post_reset` window, and it was reset).
         let key = server_id.as_ref().map(Value::to_string).unwrap_or_default();
         if read.is_none() && sent.method == "ping" {
             let posts: Vec<_> = answer_posts(&events[sent.index..], &key).collect();
@@ -105,7 +106,7 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
                 verdicts::held();
                 continue;
             }
-            if !posts.is_empty() && posts.iter().all(|post| post.text("cause") == "fault") {
+            if !posts.is_empty() && posts.iter().all(|post| matches!(post.text("cause").as_str(), "fault" | "reset")) {
                 verdicts::excused(ANSWER_REFUSED);
                 continue;
             }
