@@ -28,7 +28,7 @@ pub(super) const STABLE_STREAM_MS: u64 = 2_000;
 /// From a connect to the relayer's `stream.open`: a TCP and an HTTP round trip.
 pub(super) const CONNECT_MS: u64 = 100;
 /// Faults under which a connect can fail without the relayer seeing it.
-const UNSEEN_CONNECT_FAULTS: &[&str] = &["relayer_bounce", "link_hold"];
+pub(super) const UNSEEN_CONNECT_FAULTS: &[&str] = &["relayer_bounce", "link_hold"];
 /// How long the bridge remembers a closed-out id (`closed_out_retention_ms`, MODEL.md §1.4's
 /// bounded retention window).
 pub const CLOSED_OUT_RETENTION_MS: u64 = 600_000;
