@@ -2996,6 +2996,18 @@ fn user_outcomes_flags_a_refused_request_never_sent_again_nor_answered() {
     assert_clean(&run(outcome_checks::user_outcomes, refused(vec![recv(700, &error)], 50_000)));
     assert_clean(&run(outcome_checks::user_outcomes, refused(vec![r_post(600, "s1", "1", "tools/call", "a1", 202)], 50_000)));
     assert_clean(&run(outcome_checks::user_outcomes, refused(vec![], 5_000)));
+    // Sdk soak v1.sdk.none.d6d2976814672a96: a link hold from soon after the refusal until after
+    // the client left defeats every reconnect; one that ended with time to spare excuses nothing.
+    let hold = |start: u64, end: u64| {
+        let detail = json!("h");
+        vec![
+            TraceEvent::new(start, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("link_hold")), ("phase", json!("start")), ("detail", detail.clone())]),
+            TraceEvent::new(end, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("link_hold")), ("phase", json!("end")), ("detail", detail)]),
+        ]
+    };
+    assert_clean(&run(outcome_checks::user_outcomes, refused(hold(100, 60_000), 50_000)));
+    let found = run(outcome_checks::user_outcomes, refused(hold(100, 200), 50_000));
+    assert_one(&found, "user_outcomes", 3, "the bridge never sent it again and never answered it");
 }
 
 // ---- notifications_keep_meta ----------------------------------------------------------------

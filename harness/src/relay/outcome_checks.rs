@@ -212,6 +212,11 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
+/// Faults that defeat a bridge's reconnect and resend while they last.
+const RECONNECT_FAULTS: &[&str] = &["withhold_replies", "post_reject", "post_reset", "link_hold"];
+/// No reconnect's worth of time between the refusal and the client leaving was free of them.
+const RECONNECT_DEFEATED: &str = "withheld replies or refused, reset or held POSTs left no time to reconnect before the client left";
+
 /// Whether request `n`'s last POST was refused (an HTTP error, or its connection reset) and the
 /// bridge then neither sent it again nor answered it, though the client kept stdin open a
 /// reconnect's worth of time after (`recovery_ms`) and did not cancel it: what the user sees is
@@ -222,6 +227,29 @@ fn refused_then_silent(facts: &Facts<'_>, n: usize) -> Option<String> {
     let last = story.posts.last().filter(|p| p.reset || p.status != 202)?;
     let left = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at).min(facts.horizon_ms);
     if request.answered.is_some() || left < last.at_ms + facts.recovery_ms() || facts.cancelled_by_client(request) {
+        return None;
+    }
+    // The bridge needs a reconnect's worth of time no fault defeats: a window of withheld
+    // replies or refused, reset or held POSTs loses the new session's `initialize` or its
+    // resend (sdk soak `v1.sdk.none.d6d2976814672a96`: after a bounce's 404 the bridge's
+    // handshakes lost their answers to withheld replies, then a link hold held the next one
+    // until after the client left).
+    let mut windows: Vec<(u64, u64)> = facts
+        .stories
+        .global_faults
+        .iter()
+        .filter(|(name, start, end)| RECONNECT_FAULTS.contains(&name.as_str()) && *start <= left && *end >= last.at_ms)
+        .map(|(_, start, end)| (*start, *end))
+        .collect();
+    windows.sort_unstable();
+    let mut free_from = last.at_ms;
+    let mut gap = false;
+    for (start, end) in windows {
+        gap |= start >= free_from + facts.recovery_ms();
+        free_from = free_from.max(end);
+    }
+    if !(gap || left >= free_from + facts.recovery_ms()) {
+        verdicts::excused(RECONNECT_DEFEATED);
         return None;
     }
     let how = if last.reset { "reset the connection of".to_string() } else { format!("answered HTTP {} to", last.status) };

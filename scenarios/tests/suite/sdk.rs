@@ -655,3 +655,19 @@ fn an_answer_lost_under_a_link_hold_is_the_holds() {
         assert!(!posted, "{name}: no POST of the answer reaches the server");
     }
 }
+
+// sdk soak v1.sdk.none.d6d2976814672a96 (a false alarm, fixed in the checker): a bounce's 404
+// refused call id 0; the bridge left the session and started handshakes, whose answers withheld
+// replies swallowed, and a link hold then held the next until after the client left. The
+// request was never sent again because no reconnect could complete, not because the bridge gave
+// it up (`user_outcomes`' refused-then-silent rule now asks for a reconnect's worth of time no
+// fault defeats).
+#[test]
+fn a_refused_request_whose_reconnects_the_faults_defeat_is_not_silence() {
+    let outcome = race("request_refused_while_faults_defeat_every_reconnect");
+    assert_eq!(outcome.violations, vec![]);
+    let handshakes = outcome.trace.of_kind(kind::HTTP_POST).filter(|(_, e)| e.text("method") == "initialize").count();
+    assert!(handshakes >= 3, "the bridge keeps reconnecting: {handshakes} handshakes");
+    let lost = outcome.trace.of_kind(kind::REPLY_LOST).count();
+    assert!(lost >= 2, "withheld replies swallow the handshakes' answers");
+}
