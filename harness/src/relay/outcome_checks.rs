@@ -28,7 +28,7 @@ pub(super) const STABLE_STREAM_MS: u64 = 2_000;
 /// From a connect to the relayer's `stream.open`: a TCP and an HTTP round trip.
 pub(super) const CONNECT_MS: u64 = 100;
 /// Faults under which a connect can fail without the relayer seeing it.
-pub(super) const UNSEEN_CONNECT_FAULTS: &[&str] = &["relayer_bounce", "link_hold"];
+const UNSEEN_CONNECT_FAULTS: &[&str] = &["relayer_bounce", "link_hold"];
 /// How long the bridge remembers a closed-out id (`closed_out_retention_ms`, MODEL.md §1.4's
 /// bounded retention window).
 pub const CLOSED_OUT_RETENTION_MS: u64 = 600_000;
@@ -41,6 +41,14 @@ fn backoff_ms(attempt: u64) -> u64 {
 }
 
 impl Facts<'_> {
+    /// Whether a fault that can fail a connect without the relayer seeing it (a bounce, a held
+    /// link) held at some moment from `from` (less a connect's time) to `to`.
+    pub(super) fn unseen_connect(&self, from: u64, to: u64) -> bool {
+        self.stories.global_faults.iter().any(|(name, start, end)| {
+            UNSEEN_CONNECT_FAULTS.contains(&name.as_str()) && *start <= to && end + CONNECT_MS >= from
+        })
+    }
+
     /// How long after a global fault ends it may still touch a request: a silent stream is
     /// noticed within the idle budget plus a watchdog period, then the reconnect backs off at
     /// most 15 s.
@@ -919,9 +927,7 @@ pub fn reconnect_discipline(facts: &Facts<'_>) -> Vec<Violation> {
         let longest = if maybe_short > 0 { backoff_ms(maybe_short - 1) } else { 0 };
         let due = seen + longest + 2 * facts.slack_ms + CONNECT_MS;
         let opened = next.map_or(u64::MAX, |s| s.opened_ms);
-        let unseen = facts.stories.global_faults.iter().any(|(name, start, end)| {
-            UNSEEN_CONNECT_FAULTS.contains(&name.as_str()) && *start <= due.min(opened) && end + CONNECT_MS >= stream.opened_ms
-        });
+        let unseen = facts.unseen_connect(stream.opened_ms, due.min(opened));
         if unseen {
             counted = false;
         }

@@ -7,7 +7,7 @@ use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
 use super::checks::Facts;
-use super::outcome_checks::{CONNECT_MS, UNSEEN_CONNECT_FAULTS};
+use super::outcome_checks::CONNECT_MS;
 use super::faults::SERVER_ID_META;
 use crate::check::{capped, message};
 use crate::trace::{TraceEvent, Violation};
@@ -61,11 +61,7 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     // A held link or a relayer bounce between `from` and `to` (plus a connect's time) may fail
     // an answer's POST connect unseen, as for any request.
-    let unseen = |from: u64, to: u64| {
-        facts.stories.global_faults.iter().any(|(name, start, end)| {
-            UNSEEN_CONNECT_FAULTS.contains(&name.as_str()) && *start <= to + CONNECT_MS && end + CONNECT_MS >= from
-        })
-    };
+    let unseen = |from: u64, to: u64| facts.unseen_connect(from, to + CONNECT_MS);
     let sent: Vec<Sent> = events
         .iter()
         .enumerate()
