@@ -41,13 +41,16 @@ use crate::net::jsonrpc::{self, id_key, Shape};
 use crate::rng::SimRng;
 use crate::seam;
 
-/// What survives a relayer bounce: its database (the execution log), its boot count, and the
-/// sessions it ever issued (so a POST to one it lost is told apart from one it never issued).
+/// What survives a relayer bounce: its database (the execution log), its boot count, the
+/// sessions it ever issued (so a POST to one it lost is told apart from one it never issued),
+/// and the ids its own requests to clients were named by (so an answer POSTed after a restart
+/// is logged as the answer it is).
 #[derive(Debug, Default)]
 pub struct Durable {
     boots: u64,
     log: BTreeMap<String, Execution>,
     issued: BTreeSet<String>,
+    asked: BTreeMap<(String, String), Value>,
 }
 
 pub type SharedDurable = Arc<Mutex<Durable>>;
@@ -71,6 +74,17 @@ pub(crate) fn issue(durable: &SharedDurable, session: &str) {
 /// Whether `session` was ever issued.
 pub(crate) fn was_issued(durable: &SharedDurable, session: &str) -> bool {
     lock(durable).issued.contains(session)
+}
+
+/// Remember that the server's request `id` on `session` is named `named` in the log (the sdk
+/// family's rmcp numbers its own requests; the id its `_meta` names is the mock's).
+pub(crate) fn remember_asked(durable: &SharedDurable, session: &str, id: &Value, named: Value) {
+    lock(durable).asked.insert((session.to_string(), id_key(id)), named);
+}
+
+/// The name [`remember_asked`] gave the server's request `id` on `session`, in any incarnation.
+pub(crate) fn asked_as(durable: &SharedDurable, session: &str, id: &Value) -> Option<Value> {
+    lock(durable).asked.get(&(session.to_string(), id_key(id))).cloned()
 }
 
 #[derive(Debug)]

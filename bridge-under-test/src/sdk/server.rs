@@ -88,9 +88,6 @@ struct Live {
     /// Each initialized session's peer, and how many of the knobs' server notes it was sent
     /// (a session opened later misses the earlier ones, as on the mock).
     peers: BTreeMap<String, (Peer<RoleServer>, usize)>,
-    /// The server's requests to a client, by (session, rmcp's id as canonical JSON): the id
-    /// its `_meta` names (`srv-<at>`), which the answer's POST is logged under.
-    asked: BTreeMap<(String, String), Value>,
 }
 
 type Service = StreamableHttpService<Tools, SeededSessions>;
@@ -108,7 +105,7 @@ pub async fn serve(
     let boot = relayer::begin_boot(&durable);
     emit!(kind::RELAYER_START, boot);
     let sessions = Arc::new(SeededSessions::new(boot, config.seed));
-    let live = Live { requests: BTreeMap::new(), streams: 0, closing: BTreeMap::new(), rng: SimRng::new(config.seed ^ boot ^ 0x5eed), peers: BTreeMap::new(), asked: BTreeMap::new() };
+    let live = Live { requests: BTreeMap::new(), streams: 0, closing: BTreeMap::new(), rng: SimRng::new(config.seed ^ boot ^ 0x5eed), peers: BTreeMap::new() };
     let server = Arc::new(Server { config, knobs, durable, sessions: sessions.clone(), live: Mutex::new(live) });
     let mut service_config = StreamableHttpServerConfig::default();
     // Off: sse-stream's keep-alive reads the wall clock (module docs); the layer writes them.
@@ -508,16 +505,16 @@ async fn send_note(peer: Peer<RoleServer>, note: Value) {
 }
 
 /// The messages of a POST as the log names them: a client's answer to a server request under
-/// the id the request's `_meta` named (the mock's id; rmcp numbers its own).
+/// the id the request's `_meta` named (the mock's id; rmcp numbers its own), even when the
+/// request went out before a restart (v1.sdk_rmcp.none.92ecc825eb6119de).
 fn as_logged(server: &Server, session: &str, messages: &[Value]) -> Vec<Value> {
-    let live = lock(&server.live);
     messages
         .iter()
         .map(|msg| {
-            let named = msg.get("id").filter(|_| msg.get("method").is_none()).and_then(|id| live.asked.get(&(session.to_string(), id_key(id))));
+            let named = msg.get("id").filter(|_| msg.get("method").is_none()).and_then(|id| relayer::asked_as(&server.durable, session, id));
             let mut logged = msg.clone();
             if let Some(named) = named {
-                logged["id"] = named.clone();
+                logged["id"] = named;
             }
             logged
         })
@@ -648,7 +645,7 @@ async fn reply_knobs(server: &Server, session: &str, label: &str, event: String)
     let text = msg.to_string();
     let Some(id) = msg.get("id").filter(|_| msg.get("method").is_none()) else {
         if let (Some(id), Some(named)) = (msg.get("id"), msg.get("params").and_then(|params| params.get("_meta")).and_then(|meta| meta.get(SERVER_ID_META))) {
-            lock(&server.live).asked.insert((session.to_string(), id_key(id)), named.clone());
+            relayer::remember_asked(&server.durable, session, id, named.clone());
         }
         emit!(kind::REPLY_SENT, id = "", client_id = "", action = "", session = %session, msg = %text, stream = %label);
         return vec![event];

@@ -3031,3 +3031,27 @@ fn notifications_keep_meta_flags_a_notification_forwarded_without_its_meta() {
     // which notifications_delivered judges.
     assert_clean(&run(outcome_checks::notifications_keep_meta, forwarded(Some("3"))));
 }
+
+// v1.sdk_rmcp.none.92ecc825eb6119de: the client's tools/call 1 was POSTed and accepted; later a
+// POST that carried no method (rmcp's answer to the server's ping, rmcp's id 1) was reset. That
+// reset is the answer's, not the call's: the call's POST stays unreset.
+#[test]
+fn a_reset_answer_post_is_not_the_post_of_the_request_sharing_its_id() {
+    let fired = [("fault", json!("post_reset")), ("id", json!("1")), ("client_id", json!("1")), ("action", json!("")), ("session", json!("s1"))];
+    let events = vec![
+        std_spec(),
+        r_open(0, "s1"),
+        send(400, &call(json!(1), "a1")),
+        http_post(450, "1", "1", "tools/call", "a1", 200), // 3
+        http_post(3_250, "1", "1", "", "", 0),             // 4
+        relayer(3_250, kind::FAULT_FIRED, &fired),
+        client_eof(9_000),
+    ];
+    let trace = Trace { events };
+    let schema = McpSchema::new();
+    let facts = Facts::new(&trace, &schema);
+    let story = &facts.stories.of[0];
+    assert_eq!(story.posts.iter().map(|post| (post.index, post.reset)).collect::<Vec<_>>(), vec![(3, false)]);
+    assert!(story.fired.is_empty(), "{:?}", story.fired);
+    assert!(facts.stories.reset_after_admit.contains(&4));
+}

@@ -215,7 +215,8 @@ impl Stories {
         // The relayer's last POST: `(index, session, id)`. A post_reset fires in the same
         // synchronous handler as the POST it cuts (after whatever serving it logged), so it cuts
         // the last POST, which must name the same session and id.
-        let mut last_post: Option<(usize, String, String)> = None;
+        // The flag: the POST carried no method (an answer to the server's own request).
+        let mut last_post: Option<(usize, String, String, bool)> = None;
         for (index, event) in facts.trace.events.iter().enumerate() {
             match (event.host.as_str(), event.kind.as_str()) {
                 (host::CLIENT, kind::CLIENT_EOF) => {
@@ -258,7 +259,7 @@ impl Stories {
                 (host::RELAYER, kind::HTTP_POST) => {
                     let (session, status) = (event.text("session"), post_status(event));
                     stories.all_posts.push((index, event.at_ms, session.clone(), event.text("id"), event.text("method"), status));
-                    last_post = Some((index, session.clone(), event.text("id")));
+                    last_post = Some((index, session.clone(), event.text("id"), event.text("method").is_empty()));
                     if event.text("id").is_empty() {
                         continue;
                     }
@@ -370,11 +371,15 @@ impl Stories {
                     if matches!(fault.as_str(), "swallow_reply" | "withhold_replies") && handshake() {
                         stories.handshake_lost.push(event.at_ms);
                     }
-                    let cut = last_post.as_ref().filter(|(_, session, id)| *session == event.text("session") && *id == event.text("id"));
+                    let cut = last_post.as_ref().filter(|(_, session, id, _)| *session == event.text("session") && *id == event.text("id"));
                     if fault == "post_reset" {
-                        stories.reset_after_admit.extend(cut.map(|(post, _, _)| *post));
+                        stories.reset_after_admit.extend(cut.map(|(post, _, _, _)| *post));
                     }
-                    if fault == "stream_eof" || fault == "stream_flap" {
+                    // A reset of an answer's POST is no request's, whatever id the answer shares
+                    // with one (v1.sdk_rmcp.none.92ecc825eb6119de: rmcp's answer to the server's
+                    // ping 1 was not the client's tools/call 1).
+                    let answer_cut = fault == "post_reset" && cut.is_some_and(|(_, _, _, answer)| *answer);
+                    if fault == "stream_eof" || fault == "stream_flap" || answer_cut {
                         continue;
                     }
                     if let Some(n) = owner_of(&carried, event) {

@@ -671,3 +671,21 @@ fn a_refused_request_whose_reconnects_the_faults_defeat_is_not_silence() {
     let lost = outcome.trace.of_kind(kind::REPLY_LOST).count();
     assert!(lost >= 2, "withheld replies swallow the handshakes' answers");
 }
+
+// sdk_rmcp soak v1.sdk_rmcp.none.92ecc825eb6119de (a harness error, fixed in the server and the
+// relay story): the server pinged the client (rmcp's id 1) and restarted; rmcp's answer went out
+// after the restart and a post_reset cut it. The server had forgotten the id its `_meta` named,
+// so it logged the answer under rmcp's bare id 1, and the story took the reset for the client's
+// tools/call 1's, whose answer withheld replies had swallowed: a refused-then-silent false
+// alarm. The answer is logged under its `_meta` id across restarts, and a reset of an answer's
+// POST is no request's.
+#[test]
+fn an_answer_to_a_ping_sent_before_a_restart_keeps_its_name() {
+    let outcome = race("rmcp_ping_answer_reset_after_a_restart");
+    assert_eq!(outcome.violations, vec![]);
+    let boots = outcome.trace.of_kind(kind::RELAYER_START).count();
+    assert_eq!(boots, 2, "the server restarts between the ping and its answer");
+    let answers: Vec<_> = outcome.trace.of_kind(kind::HTTP_POST).filter(|(_, e)| e.text("method").is_empty() && !e.text("id").is_empty()).map(|(_, e)| e.text("id")).collect();
+    assert!(answers.iter().all(|id| id.contains("srv-")), "answers keep the ping's name: {answers:?}");
+    assert!(answers.iter().any(|id| id.contains("srv-3061")), "the ping's answer is POSTed after the restart: {answers:?}");
+}
