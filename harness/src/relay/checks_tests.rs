@@ -2432,6 +2432,27 @@ fn prompt_rejection_waits_for_a_link_hold_that_met_the_answer() {
     assert_one(&run(prompt_rejection, events(1_500)), "prompt_rejection", 2, "answered 1450 ms after");
 }
 
+// Soak v1.relay.none.ddcb45352bac5f40 and v1.relay.none.98df9093dec5ae96: the definitive refusal
+// was held in the network with the session's stream, which the hold silenced; as the hold ended
+// the bridge's idle bound closed that stream, and the request went to the next session and was
+// answered there. A stream that ends as the held answer comes takes the answer with it; one that
+// ends well after leaves the refusal owed.
+#[test]
+fn prompt_rejection_excuses_a_stream_that_ended_as_the_held_refusal_came() {
+    let events = |closed_at: u64| vec![
+        std_spec(),
+        r_open(0, "s1"),
+        send(10, &call(json!(1), "a1")),
+        http_post(50, "\"relay-1\"", "1", "tools/call", "a1", 401), // 3
+        TraceEvent::new(50, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("link_hold")), ("phase", json!("start")), ("detail", json!("h"))]),
+        TraceEvent::new(800, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("link_hold")), ("phase", json!("end")), ("detail", json!("h"))]),
+        r_close(closed_at, "s1"),
+        recv(1_500, &tool_result(json!(1), "done", false)),
+    ];
+    assert_clean(&run(prompt_rejection, events(800)));
+    assert_one(&run(prompt_rejection, events(1_400)), "prompt_rejection", 3, "answered 1450 ms after");
+}
+
 // ---- cancellations_name_their_request --------------------------------------------------------
 
 fn cancel(at_ms: u64, request: Value) -> TraceEvent {

@@ -529,11 +529,6 @@ pub fn prompt_rejection(facts: &Facts<'_>) -> Vec<Violation> {
             transient > POST_RETRIES
         });
         let Some(post) = definitive else { continue };
-        // The session's stream ended as the answer came: the bridge drops a dead session's
-        // POSTs with it, and the request goes to the next session (to be answered there).
-        if facts.stories.stream(&post.session).and_then(|s| s.closed_ms).is_some_and(|closed| closed <= post.at_ms + facts.slack_ms) {
-            continue;
-        }
         // The HTTP answer reaches the bridge when a link hold that met it in transit ends.
         let held_until = facts
             .stories
@@ -543,6 +538,13 @@ pub fn prompt_rejection(facts: &Facts<'_>) -> Vec<Violation> {
             .map(|h| h.end_ms)
             .max()
             .unwrap_or(post.at_ms);
+        // The session's stream ended as the answer came (when a hold released it, if one held
+        // it: soak v1.relay.none.ddcb45352bac5f40, whose stream the hold had silenced into its
+        // idle bound): the bridge drops a dead session's POSTs with it, and the request goes to
+        // the next session (to be answered there).
+        if facts.stories.stream(&post.session).and_then(|s| s.closed_ms).is_some_and(|closed| closed <= held_until + facts.slack_ms) {
+            continue;
+        }
         let late = match &request.answered {
             Some(answer) if answer.at_ms <= held_until.max(post.at_ms) + bound || answer.at_ms < post.at_ms => continue,
             Some(answer) => format!("answered {} ms after", answer.at_ms - post.at_ms),

@@ -742,3 +742,24 @@ fn a_session_whose_initialize_went_unanswered_gets_no_request() {
     assert!(initialized >= 3, "three POSTs of the initialize are reset first: {posts:?}");
     assert!(posts[..initialized].iter().all(|(method, _)| method == "initialize"), "nothing else goes before: {posts:?}");
 }
+
+// Relay soak on 3f7deff (a false alarm of prompt_rejection, fixed in the checker): a request's
+// last try was refused for good (a third 429; a third reset) as a link hold began, so the
+// refusal stayed in the network; the hold silenced the session's stream, whose idle bound closed
+// it as the hold ended, and the bridge sent the request on the next session, where it was
+// answered. The checker measured "the stream ended as the answer came" from the refusal, not
+// from when the hold let the answer come. Tokens v1.relay.none.ddcb45352bac5f40 and
+// v1.relay.none.98df9093dec5ae96.
+#[test]
+fn a_refusal_held_while_its_stream_went_idle_goes_with_the_stream() {
+    for name in ["relay_rate_limit_held_as_its_stream_went_idle", "relay_reset_held_as_its_stream_went_idle"] {
+        let outcome = race(name);
+        assert_eq!(outcome.violations, vec![], "{name}");
+        let held = outcome.trace.of_kind(kind::FAULT_INJECTED).any(|(_, e)| e.text("fault") == "link_hold");
+        assert!(held, "{name}: a link hold");
+        let idle = outcome.trace.of_kind(kind::SSE_CLOSED).any(|(_, e)| e.text("reason") == "idle");
+        assert!(idle, "{name}: the silenced stream closed at its idle bound");
+        let sessions = outcome.trace.of_kind(kind::STREAM_OPEN).count();
+        assert!(sessions >= 2, "{name}: the request went on to a new session");
+    }
+}
