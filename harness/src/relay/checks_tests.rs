@@ -3076,3 +3076,35 @@ fn a_reset_answer_post_is_not_the_post_of_the_request_sharing_its_id() {
     assert!(story.fired.is_empty(), "{:?}", story.fired);
     assert!(facts.stories.reset_after_admit.contains(&4));
 }
+
+// Relay soak v1.relay.none.dba7d79bebb7a81d: requests written while no stream was open are
+// flushed in order once one opens, one POST at a time; a request written behind them whose own
+// POST came only as its deadline ended met that deadline in the queue the outage left. One POSTed
+// in good time, or queued behind requests no outage held, is still judged.
+#[test]
+fn user_outcomes_excuses_a_request_held_past_its_deadline_by_an_outages_backlog() {
+    let events = |outage: bool, b_post: u64| {
+        let mut events = vec![std_spec(), r_open(0, "s1")];
+        if outage {
+            events.push(r_close(900, "s1"));
+        }
+        let closed_out = json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": HEALTHY_CLOSE_OUT}});
+        events.extend([
+            send(950, &list(json!(1))),
+            r_open(2_000, "s2"),
+            send(2_100, &list(json!(2))), // deadline 3 100
+            r_post(2_300, "s2", "1", "tools/list", "", 202),
+            r_sent(2_300, "1", "", "s2", &list_result(json!(1))),
+            recv(2_310, &list_result(json!(1))),
+            r_post(b_post, "s2", "2", "tools/list", "", 202),
+            r_sent(b_post, "2", "", "s2", &list_result(json!(2))),
+            recv(3_500, &closed_out),
+            client_eof(9_000),
+        ]);
+        events
+    };
+    let last = |outage: bool| if outage { 11 } else { 10 };
+    assert_clean(&run(user_outcomes, events(true, 3_090)));
+    assert_one(&run(user_outcomes, events(true, 2_400)), "user_outcomes", last(true), "untouched by any fault");
+    assert_one(&run(user_outcomes, events(false, 3_090)), "user_outcomes", last(false), "untouched by any fault");
+}

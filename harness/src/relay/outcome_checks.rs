@@ -107,6 +107,21 @@ impl Facts<'_> {
         if self.stories.all_posts.iter().any(|p| p.5 != 202 && p.5 != 404 && p.1 + self.slack_ms >= request.at_ms && p.1 <= end) {
             return Some("the relayer refused a POST ahead of it");
         }
+        // The pump posts one request at a time, flushing in order what waited while no stream
+        // was open (MODEL.md §1.4): a request written behind that backlog waits for its POSTs,
+        // and one whose own POST came only as its deadline was ending (or never) met the deadline
+        // in the queue an outage left (relay soak v1.relay.none.dba7d79bebb7a81d: nine requests
+        // buffered through a bounce's reconnect, the tenth written as the stream came back and
+        // POSTed 1 344 ms later, past its 1 316 ms deadline). The backlog must be moving: a pump
+        // that idles with requests waiting is `requests_posted_promptly`'s to judge.
+        let own_first = story.posts.first().map_or(end, |p| p.at_ms);
+        let backlog = self.requests[..n].iter().zip(&self.stories.of).any(|(ahead, ahead_story)| {
+            self.stories.no_stream_during(ahead.at_ms, ahead.at_ms)
+                && ahead_story.posts.iter().any(|p| p.at_ms + self.slack_ms >= request.at_ms && p.at_ms <= own_first)
+        });
+        if backlog && own_first + 2 * self.slack_ms >= deadline {
+            return Some("the backlog an outage left held it in the pump's queue past its deadline");
+        }
         // A global fault excuses what its own window meets (up to a round trip after it), and
         // the reconnect it causes only as observed: a moment of the request's life with no
         // stream open, when the bridge had no session to carry it.

@@ -763,3 +763,20 @@ fn a_refusal_held_while_its_stream_went_idle_goes_with_the_stream() {
         assert!(sessions >= 2, "{name}: the request went on to a new session");
     }
 }
+
+// Relay soak on a8554b1 (a false alarm of user_outcomes, fixed in the checker): a
+// bounce left nine requests buffered until the bridge's stream came back; the bridge flushed them
+// in order, one POST at a time (MODEL.md §1.4), and tools/list "r11", written as the stream came
+// back, was POSTed only after its 1 316 ms deadline: the close-out it read is the deadline's, met
+// in the queue the outage left. Token v1.relay.none.dba7d79bebb7a81d.
+#[test]
+fn a_request_behind_an_outages_backlog_meets_its_deadline_in_the_queue() {
+    let outcome = race("relay_request_behind_an_outages_backlog");
+    assert_eq!(outcome.violations, vec![]);
+    let bounced = outcome.trace.of_kind(kind::FAULT_INJECTED).any(|(_, e)| e.text("fault") == "relayer_bounce");
+    assert!(bounced, "a bounce makes the outage");
+    let r11 = |e: &TraceEvent| e.text("client_id") == "\"r11\"";
+    let written = outcome.trace.of_kind(kind::MCP_SEND).find(|(_, e)| e.text("msg").contains("\"r11\"")).map(|(_, e)| e.at_ms).unwrap();
+    let posted = outcome.trace.of_kind(kind::HTTP_POST).find(|(_, e)| r11(e)).map(|(_, e)| e.at_ms).unwrap();
+    assert!(posted > written + 1_316, "r11 is POSTed past its deadline: written {written}, POSTed {posted}");
+}
