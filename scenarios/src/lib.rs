@@ -129,6 +129,18 @@ pub fn unanswered_initialize_then_revoked() -> Scenario {
     scenario
 }
 
+/// The token is revoked (401 from 250 ms for 1 s) just after the relayer accepted the session's
+/// `initialize`, so it refuses the bridge's `notifications/initialized` for good. A refusal for
+/// good is not retried on the retry schedule (MODEL.md §1.4): the bridge sends the note again
+/// only when the client's call needs the session (or after the reconnect backoff's cap), and
+/// the call is answered.
+pub fn revoked_initialized() -> Scenario {
+    let mut steps = handshake();
+    steps.push(call(3_000, 1, Tool::Recall, 50));
+    let faults = vec![RelayFault::PostReject { at_ms: 250, for_ms: 1_000, status: 401 }];
+    relay(10, fast_timing(30_000, 40_000), steps, faults)
+}
+
 /// A late handshake: the IDE sends `initialize` at 300 ms, once the bridge has its session, and
 /// `notifications/initialized` 300 ms later, with a call right behind it. The bridge initializes
 /// the session with the client's params, sends its own note once the client's comes, and then

@@ -667,6 +667,7 @@ fn mutants_gate_relay() {
         scenarios::unanswered_initialize(),
         scenarios::unanswered_initialize_then_revoked(),
         scenarios::late_handshake(),
+        scenarios::revoked_initialized(),
     ];
     for scenario in scripted {
         assert_eq!(run(&scenario).violations, vec![]);
@@ -779,4 +780,30 @@ fn a_request_behind_an_outages_backlog_meets_its_deadline_in_the_queue() {
     let written = outcome.trace.of_kind(kind::MCP_SEND).find(|(_, e)| e.text("msg").contains("\"r11\"")).map(|(_, e)| e.at_ms).unwrap();
     let posted = outcome.trace.of_kind(kind::HTTP_POST).find(|(_, e)| r11(e)).map(|(_, e)| e.at_ms).unwrap();
     assert!(posted > written + 1_316, "r11 is POSTed past its deadline: written {written}, POSTed {posted}");
+}
+
+// The relayer refuses the bridge's `notifications/initialized` for good (401): the note is not
+// retried on the retry schedule (only once the client writes again, or after the backoff's
+// cap), and the call written after the window is answered. (Closes relay mutation survivor `send_initialized`'s retry guard replaced
+// with `true`: a note refused for good was retried 250 ms later, and nothing in the gate
+// refused that note for good.)
+#[test]
+fn a_note_refused_for_good_waits_for_the_backoff_cap() {
+    let outcome = run(&scenarios::revoked_initialized());
+    assert_eq!(outcome.violations, vec![]);
+    let notes: Vec<(u64, String)> = outcome
+        .trace
+        .of_kind(kind::HTTP_POST)
+        .filter(|(_, e)| e.text("method") == "notifications/initialized")
+        .map(|(_, e)| (e.at_ms, e.text("status")))
+        .collect();
+    assert_eq!(notes.first().map(|n| n.1.as_str()), Some("401"), "the note is refused for good: {notes:?}");
+    // Sent again only once the client wrote its call (3 000 ms), which needs the session.
+    assert!(notes.get(1).is_none_or(|again| again.0 >= 3_000), "no retry on the retry schedule: {notes:?}");
+    let answered = client_lines_of(&outcome).iter().any(|msg| msg.get("id") == Some(&serde_json::json!(1)) && msg.pointer("/result/isError") == Some(&Value::Bool(false)));
+    assert!(answered, "the call is answered");
+}
+
+fn client_lines_of(outcome: &Outcome) -> Vec<Value> {
+    outcome.trace.of_kind(kind::MCP_RECV).filter_map(|(_, e)| serde_json::from_str(&e.text("msg")).ok()).collect()
 }
