@@ -544,7 +544,8 @@ pub fn prompt_rejection(facts: &Facts<'_>) -> Vec<Violation> {
             transient > POST_RETRIES
         });
         let Some(post) = definitive else { continue };
-        // The HTTP answer reaches the bridge when a link hold that met it in transit ends.
+        // The HTTP answer reaches the bridge when a link hold that met it in transit ends (never
+        // before the refusal: every hold counted ends after it).
         let held_until = facts
             .stories
             .holds
@@ -561,7 +562,7 @@ pub fn prompt_rejection(facts: &Facts<'_>) -> Vec<Violation> {
             continue;
         }
         let late = match &request.answered {
-            Some(answer) if answer.at_ms <= held_until.max(post.at_ms) + bound || answer.at_ms < post.at_ms => continue,
+            Some(answer) if answer.at_ms <= held_until + bound || answer.at_ms < post.at_ms => continue,
             Some(answer) => format!("answered {} ms after", answer.at_ms - post.at_ms),
             None if post.at_ms + bound > facts.horizon_ms => continue,
             None => "never answered after".to_string(),

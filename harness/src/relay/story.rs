@@ -211,12 +211,6 @@ impl Stories {
         let mut open: BTreeMap<(String, String), usize> = BTreeMap::new();
         // Windowed faults by their detail (two faults of one kind may overlap): (name, start).
         let mut starts: BTreeMap<String, (String, u64)> = BTreeMap::new();
-        // The latest POST the relayer logged: a `post_reset` firing right after it reset it.
-        // The relayer's last POST: `(index, session, id)`. A post_reset fires in the same
-        // synchronous handler as the POST it cuts (after whatever serving it logged), so it cuts
-        // the last POST, which must name the same session and id.
-        // The flag: the POST carried no method (an answer to the server's own request).
-        let mut last_post: Option<(usize, String, String, bool)> = None;
         for (index, event) in facts.trace.events.iter().enumerate() {
             match (event.host.as_str(), event.kind.as_str()) {
                 (host::CLIENT, kind::CLIENT_EOF) => {
@@ -259,7 +253,6 @@ impl Stories {
                 (host::RELAYER, kind::HTTP_POST) => {
                     let (session, status) = (event.text("session"), post_status(event));
                     stories.all_posts.push((index, event.at_ms, session.clone(), event.text("id"), event.text("method"), status));
-                    last_post = Some((index, session.clone(), event.text("id"), event.text("method").is_empty()));
                     if event.text("id").is_empty() {
                         continue;
                     }
@@ -371,14 +364,22 @@ impl Stories {
                     if matches!(fault.as_str(), "swallow_reply" | "withhold_replies") && handshake() {
                         stories.handshake_lost.push(event.at_ms);
                     }
-                    let cut = last_post.as_ref().filter(|(_, session, id, _)| *session == event.text("session") && *id == event.text("id"));
+                    // A post_reset fires in the same synchronous handler as the POST it cuts
+                    // (after whatever serving it logged), so it cuts the relayer's last POST,
+                    // which must name the same session and id: `(its index, whether it carried
+                    // no method)`, the latter an answer to the server's own request.
+                    let cut = stories
+                        .all_posts
+                        .last()
+                        .filter(|(_, _, session, id, _, _)| *session == event.text("session") && *id == event.text("id"))
+                        .map(|(post, _, _, _, method, _)| (*post, method.is_empty()));
                     if fault == "post_reset" {
-                        stories.reset_after_admit.extend(cut.map(|(post, _, _, _)| *post));
+                        stories.reset_after_admit.extend(cut.map(|(post, _)| post));
                     }
                     // A reset of an answer's POST is no request's, whatever id the answer shares
                     // with one (v1.sdk_rmcp.none.92ecc825eb6119de: rmcp's answer to the server's
                     // ping 1 was not the client's tools/call 1).
-                    let answer_cut = fault == "post_reset" && cut.is_some_and(|(_, _, _, answer)| *answer);
+                    let answer_cut = fault == "post_reset" && cut.is_some_and(|(_, answer)| answer);
                     if fault == "stream_eof" || fault == "stream_flap" || answer_cut {
                         continue;
                     }

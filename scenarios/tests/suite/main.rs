@@ -12,6 +12,11 @@ mod regressions;
 mod scripted;
 mod sdk;
 
+/// The messages the client wrote (`mcp.send`) or read (`mcp.recv`), in order.
+pub fn client_lines(outcome: &harness::trace::Outcome, which: &str) -> Vec<serde_json::Value> {
+    outcome.trace.of_kind(which).filter_map(|(_, e)| serde_json::from_str(&e.text("msg")).ok()).collect()
+}
+
 /// Cases for generated runs: `PROPTEST_CASES` raises them.
 pub fn cases(default: u64) -> u64 {
     std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)

@@ -800,10 +800,6 @@ fn a_note_refused_for_good_waits_for_the_backoff_cap() {
     assert_eq!(notes.first().map(|n| n.1.as_str()), Some("401"), "the note is refused for good: {notes:?}");
     // Sent again only once the client wrote its call (3 000 ms), which needs the session.
     assert!(notes.get(1).is_none_or(|again| again.0 >= 3_000), "no retry on the retry schedule: {notes:?}");
-    let answered = client_lines_of(&outcome).iter().any(|msg| msg.get("id") == Some(&serde_json::json!(1)) && msg.pointer("/result/isError") == Some(&Value::Bool(false)));
+    let answered = crate::client_lines(&outcome, kind::MCP_RECV).iter().any(|msg| msg.get("id") == Some(&serde_json::json!(1)) && msg.pointer("/result/isError") == Some(&Value::Bool(false)));
     assert!(answered, "the call is answered");
-}
-
-fn client_lines_of(outcome: &Outcome) -> Vec<Value> {
-    outcome.trace.of_kind(kind::MCP_RECV).filter_map(|(_, e)| serde_json::from_str(&e.text("msg")).ok()).collect()
 }

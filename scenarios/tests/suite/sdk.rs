@@ -152,10 +152,6 @@ fn race_edited(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> Outcome
     run(&harness::family::Scenario::from_json(&scenario.to_string(), harness::families::FAMILIES).unwrap())
 }
 
-/// The messages the client wrote (`mcp.send`) or read (`mcp.recv`), in order.
-fn client_lines(outcome: &Outcome, which: &str) -> Vec<serde_json::Value> {
-    outcome.trace.of_kind(which).filter_map(|(_, e)| serde_json::from_str(&e.text("msg")).ok()).collect()
-}
 
 /// The answer the client read for `id`, if any.
 fn answer_to(outcome: &Outcome, id: &serde_json::Value) -> Option<serde_json::Value> {
@@ -572,7 +568,7 @@ fn a_call_reusing_a_cancelled_id_is_answered_with_its_own_result() {
     let outcome = race("cancelled_id_reused_at_once");
     assert_eq!(outcome.violations, vec![]);
     let read: Vec<serde_json::Value> =
-        client_lines(&outcome, kind::MCP_RECV).into_iter().filter(|m| m.get("id") == Some(&serde_json::json!(1))).collect();
+        crate::client_lines(&outcome, kind::MCP_RECV).into_iter().filter(|m| m.get("id") == Some(&serde_json::json!(1))).collect();
     assert_eq!(read.len(), 2, "one answer each for the listing and the refused call: {read:?}");
     assert!(read[0].pointer("/result/tools").is_some() || read[1].pointer("/result/tools").is_some(), "the listing is answered with its tools: {read:?}");
     let codes: Vec<_> = read.iter().filter_map(|m| m.pointer("/error/code")).collect();
@@ -591,11 +587,11 @@ fn a_call_reusing_a_cancelled_id_is_answered_with_its_own_result() {
 fn a_ping_reusing_a_cancelled_id_is_answered_and_judged_so() {
     let outcome = race("rmcp_ping_reusing_a_cancelled_id");
     assert_eq!(outcome.violations, vec![]);
-    let sends = client_lines(&outcome, kind::MCP_SEND);
+    let sends = crate::client_lines(&outcome, kind::MCP_SEND);
     let cancel = sends.iter().position(|m| m.pointer("/params/requestId") == Some(&serde_json::json!(0)));
     let ping = sends.iter().position(|m| m.get("method") == Some(&serde_json::json!("ping")) && m.get("id") == Some(&serde_json::json!(0)));
     assert!(cancel.is_some() && ping > cancel, "the race was not exercised: {sends:?}");
-    let pong = client_lines(&outcome, kind::MCP_RECV)
+    let pong = crate::client_lines(&outcome, kind::MCP_RECV)
         .iter()
         .any(|msg| msg.get("id") == Some(&serde_json::json!(0)) && msg.get("result") == Some(&serde_json::json!({})));
     assert!(pong, "the ping is answered with an empty result");
@@ -614,7 +610,7 @@ fn what_the_server_starts_reaches_the_client_on_either_server() {
     for server in ["mock", "rmcp"] {
         let outcome = race_edited("server_traffic_through_the_bridge", |scenario| scenario["family"]["server"] = serde_json::json!(server));
         assert_eq!(outcome.violations, vec![], "{server}");
-        let read = client_lines(&outcome, kind::MCP_RECV);
+        let read = crate::client_lines(&outcome, kind::MCP_RECV);
         let method = |m: &serde_json::Value| m.get("method").and_then(serde_json::Value::as_str).unwrap_or("").to_string();
         let started: Vec<String> = read.iter().map(method).filter(|m| !m.is_empty()).collect();
         assert_eq!(started, ["notifications/tools/list_changed", "notifications/message", "roots/list"], "{server}");
@@ -636,7 +632,7 @@ fn a_ping_answer_the_fault_reset_is_excused() {
     assert_eq!(outcome.violations, vec![]);
     let reset = outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.text("id") == "\"srv-167\"" && e.text("cause") == "reset");
     assert!(reset, "the bridge's answer to the ping is reset");
-    let read = client_lines(&outcome, kind::MCP_RECV).iter().any(|m| m.get("method") == Some(&serde_json::json!("ping")));
+    let read = crate::client_lines(&outcome, kind::MCP_RECV).iter().any(|m| m.get("method") == Some(&serde_json::json!("ping")));
     assert!(!read, "the bridge answers the ping itself");
 }
 
