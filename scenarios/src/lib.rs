@@ -141,6 +141,25 @@ pub fn revoked_initialized() -> Scenario {
     relay(10, fast_timing(30_000, 40_000), steps, faults)
 }
 
+/// A call the relayer accepted whose replay meets resets: the call's tool is slow (5 s), its
+/// stream ends at 1 s, and on the new session every POST's connection is reset after the relayer
+/// admitted it, from 1 850 ms for 1.2 s, so the replay and both its retries get no HTTP answer.
+/// The relayer had accepted the call (the bridge read its 202): a network error says nothing
+/// about that work, so the call stays owed, and the tool's answer, sent on the new session's
+/// stream when it finishes, answers it (MODEL.md §1.4: replay, at most one execution).
+pub fn accepted_call_replayed_into_resets() -> Scenario {
+    let mut steps = handshake();
+    steps.push(call(300, 1, Tool::Recall, 3_000));
+    let faults = vec![
+        RelayFault::StreamEof { at_ms: 1_000 },
+        RelayFault::PostReset { at_ms: 1_850, for_ms: 1_200, after_admit: true },
+        RelayFault::SlowTool { step: 2, run_ms: 5_000 },
+    ];
+    let mut timing = fast_timing(30_000, 10_000);
+    timing.slowest_tool_ms = 4_000;
+    relay(11, timing, steps, faults)
+}
+
 /// A late handshake: the IDE sends `initialize` at 300 ms, once the bridge has its session, and
 /// `notifications/initialized` 300 ms later, with a call right behind it. The bridge initializes
 /// the session with the client's params, sends its own note once the client's comes, and then

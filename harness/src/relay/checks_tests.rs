@@ -3108,3 +3108,37 @@ fn user_outcomes_excuses_a_request_held_past_its_deadline_by_an_outages_backlog(
     assert_one(&run(user_outcomes, events(true, 2_400)), "user_outcomes", last(true), "untouched by any fault");
     assert_one(&run(user_outcomes, events(false, 3_090)), "user_outcomes", last(false), "untouched by any fault");
 }
+
+// Relay mutation survivor `post_request`'s `self.accepted(key)` replaced with `false`: the relayer
+// accepted call 1 (the bridge read the 202), the stream ended, and on the new session the replay
+// and both its retries were reset. A reset forces an error only while the bridge has not read
+// an acceptance: failing the call before its deadline is the bridge giving up on work the relayer
+// owns, judged, not excused as "post_reset cut a POST of it". Without that earlier acceptance
+// the resets excuse the error; a close-out at the deadline is the honest ending.
+#[test]
+fn user_outcomes_flags_a_call_failed_on_resets_after_its_acceptance_was_read() {
+    let network_error = "network error: the relayer did not answer the request's POST (3 attempts). If it arrived it may run: check its effect before retrying a write.";
+    let events = |first_reset: bool, answered_ms: u64| {
+        let reset = |at_ms: u64| relayer(at_ms, kind::FAULT_FIRED, &[("fault", json!("post_reset")), ("id", json!("1")), ("client_id", json!("1")), ("action", json!("a1")), ("session", json!("s2"))]);
+        let first_reset_event = relayer(50, kind::FAULT_FIRED, &[("fault", json!("post_reset")), ("id", json!("1")), ("client_id", json!("1")), ("action", json!("a1")), ("session", json!("s1"))]);
+        let mut events = vec![std_spec(), r_open(0, "s1"), r_post(5, "s1", "relay-init-1", "initialize", "", 202), send(10, &call(json!(1), "a1"))];
+        events.push(r_post(50, "s1", "1", "tools/call", "a1", 202));
+        if first_reset {
+            events.push(first_reset_event);
+        }
+        events.extend([r_close(100, "s1"), r_open(200, "s2"), r_post(210, "s2", "relay-init-2", "initialize", "", 202)]);
+        for at in [250, 400, 600] {
+            events.extend([r_post(at, "s2", "1", "tools/call", "a1", 202), reset(at)]);
+        }
+        events.push(recv(answered_ms, &tool_result(json!(1), network_error, true)));
+        events.push(client_eof(9_000));
+        events
+    };
+    let given_up = events(false, 610);
+    let last = given_up.len() - 2;
+    assert_one(&run(user_outcomes, given_up), "user_outcomes", last, "the relayer accepted a POST of it at 50 ms, and the bridge failed it at 610 ms after a reset of a later POST (600 ms), 400 ms before its deadline");
+    // No acceptance read first (its answer was reset too): the resets force the error.
+    assert_clean(&run(user_outcomes, events(true, 610)));
+    // Ended at the deadline (10 + 1 000): not a give-up; the stream's end explains it.
+    assert_clean(&run(user_outcomes, events(false, 1_020)));
+}

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::checks::{error_text, Answer, Facts, Request, CLOSE_OUT, INIT_FAILED};
 use super::wire;
-use super::story::{same_reply, Sent, Story};
+use super::story::{same_reply, Post, Sent, Story};
 use crate::check::{capped, message};
 use crate::trace::Violation;
 use crate::verdicts;
@@ -83,12 +83,17 @@ impl Facts<'_> {
             match fault.as_str() {
                 "swallow_reply" => return Some("swallow_reply destroyed its reply"),
                 "withhold_replies" => return Some("withhold_replies destroyed its reply"),
-                "post_reset" => return Some("post_reset cut a POST of it"),
+                // A reset forces an error only while the bridge has not read the relayer's
+                // acceptance of the request: after one, the work is the relayer's, and its answer
+                // still comes (a replay is answered from the execution log).
+                "post_reset" if self.acceptance_read_before_reset(story).is_none() => return Some("post_reset cut a POST of it"),
                 "late_reply" if !in_time => return Some("late_reply delayed its reply past the deadline"),
                 _ => {}
             }
         }
-        if story.posts.iter().any(|p| p.status != 202) {
+        // A reset is no refusal (its status is the relayer's, or 0 when it was cut unread): it is
+        // judged above, by whether it could force the outcome.
+        if story.posts.iter().any(|p| p.status != 202 && !p.reset) {
             return Some("the relayer refused a POST of it");
         }
         let end = self.life_end(request);
@@ -104,7 +109,14 @@ impl Facts<'_> {
         // The pump posts one request at a time: a POST the relayer refused while this request
         // waited (another request's, or the session's `initialize`) held it in the queue.
         // (The relayer's clock may read up to a slack behind the client's.)
-        if self.stories.all_posts.iter().any(|p| p.5 != 202 && p.5 != 404 && p.1 + self.slack_ms >= request.at_ms && p.1 <= end) {
+        // A reset one ahead of it (the session's `initialize`, another request) holds it the same
+        // way, for the retries' backoff or a handshake tried again.
+        let own = |index: usize| story.posts.iter().any(|p| p.index == index);
+        let ahead = || self.stories.all_posts.iter().filter(|p| !own(p.0) && p.1 + self.slack_ms >= request.at_ms && p.1 <= end);
+        if ahead().any(|p| self.stories.reset_after_admit.contains(&p.0)) {
+            return Some("post_reset cut a POST ahead of it");
+        }
+        if ahead().any(|p| p.5 != 202 && p.5 != 404) {
             return Some("the relayer refused a POST ahead of it");
         }
         // The pump posts one request at a time, flushing in order what waited while no stream
@@ -144,6 +156,14 @@ impl Facts<'_> {
             return Some("its tool ran past the call deadline");
         }
         None
+    }
+
+    /// The POST of a request whose acceptance the bridge read (the relayer answered 202, the
+    /// connection was not reset, and no bounce or held link could have lost the answer) before
+    /// the request's last reset POST, if there was one.
+    fn acceptance_read_before_reset<'s>(&self, story: &'s Story) -> Option<&'s Post> {
+        let last_reset = story.posts.iter().rposition(|p| p.reset)?;
+        story.posts[..last_reset].iter().find(|p| p.status == 202 && !p.reset && !self.unseen_connect(p.at_ms, p.at_ms + CONNECT_MS))
     }
 
     /// Whether the client itself cancelled `request`: it wrote a `notifications/cancelled` naming
@@ -192,6 +212,10 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
         }
         if let Some(detail) = refused_then_silent(facts, n) {
             found.push(facts.violation("user_outcomes", request.index, detail));
+            continue;
+        }
+        if let Some((index, detail)) = gave_up_accepted_work(facts, n) {
+            found.push(facts.violation("user_outcomes", index, detail));
             continue;
         }
         // The answer is true if it answers a request of this id the client had sent by then:
@@ -284,6 +308,44 @@ fn refused_then_silent(facts: &Facts<'_>, n: usize) -> Option<String> {
     ))
 }
 
+/// Whether the bridge failed request `n` on a network error after it had read the relayer's
+/// acceptance of a POST of it, before its deadline: the bridge's decision to give up, judged
+/// (ORACLES.md §8), not excused by the resets that preceded it. Once the relayer accepted the
+/// request its work runs (at most once, by its idempotency key), and its answer comes on a stream
+/// or to a replay from the execution log; until the deadline's honest close-out it is owed.
+/// The relayer's own refusal of a later POST (an HTTP status) or of the session (not
+/// initialized), the client's leaving or cancelling, each still ends it.
+fn gave_up_accepted_work(facts: &Facts<'_>, n: usize) -> Option<(usize, String)> {
+    let (request, story) = (&facts.requests[n], &facts.stories.of[n]);
+    let answer = request.answered.as_ref()?;
+    error_text(&answer.msg)?;
+    if Facts::relayer_sent(story, &answer.msg).is_some() || !story.refusals.is_empty() || facts.cancelled_by_client(request) {
+        return None;
+    }
+    let before: Vec<&Post> = story.posts.iter().filter(|p| p.index < answer.index).collect();
+    let reset = before.last().filter(|p| p.reset)?;
+    let accepted = facts.acceptance_read_before_reset(story).filter(|p| p.index < reset.index)?;
+    let refused_since = before.iter().any(|p| p.index > accepted.index && !p.reset && p.status != 202);
+    let deadline = request.at_ms + facts.call_timeout_ms;
+    let left = facts.stories.client_eof.as_ref().is_some_and(|(_, eof, _)| *eof <= answer.at_ms + facts.slack_ms);
+    if refused_since || left || answer.at_ms + facts.slack_ms >= deadline {
+        return None;
+    }
+    Some((
+        answer.index,
+        format!(
+            "{} id {}: the relayer accepted a POST of it at {} ms, and the bridge failed it at {} ms after a reset of a later POST ({} ms), {} ms before its deadline: {}",
+            request.method,
+            request.id.as_deref().unwrap_or(""),
+            accepted.at_ms,
+            answer.at_ms,
+            reset.at_ms,
+            deadline - answer.at_ms,
+            error_text(&answer.msg).unwrap_or_default()
+        ),
+    ))
+}
+
 /// The last `tools/list` reply the relayer sent before event `index`.
 fn last_list_before<'f>(facts: &'f Facts<'_>, index: usize) -> Option<&'f Sent> {
     let lists = facts.requests.iter().zip(&facts.stories.of).filter(|(asked, _)| asked.method == "tools/list");
@@ -300,7 +362,6 @@ fn global_fault_excuse(name: &str) -> &'static str {
         "relayer_bounce" => "relayer_bounce met its life",
         "link_hold" => "link_hold met its life",
         "stdin_eof" => "stdin_eof met its life",
-        "post_reset" => "post_reset met its life",
         _ => "a global fault met its life",
     }
 }

@@ -668,6 +668,7 @@ fn mutants_gate_relay() {
         scenarios::unanswered_initialize_then_revoked(),
         scenarios::late_handshake(),
         scenarios::revoked_initialized(),
+        scenarios::accepted_call_replayed_into_resets(),
     ];
     for scenario in scripted {
         assert_eq!(run(&scenario).violations, vec![]);
@@ -802,4 +803,19 @@ fn a_note_refused_for_good_waits_for_the_backoff_cap() {
     assert!(notes.get(1).is_none_or(|again| again.0 >= 3_000), "no retry on the retry schedule: {notes:?}");
     let answered = crate::client_lines(&outcome, kind::MCP_RECV).iter().any(|msg| msg.get("id") == Some(&serde_json::json!(1)) && msg.pointer("/result/isError") == Some(&Value::Bool(false)));
     assert!(answered, "the call is answered");
+}
+
+// A replay of a call the relayer had accepted meets three reset connections: the call stays owed
+// and the slow tool's answer, sent on the new session's stream, answers it. (Closes relay
+// mutation survivor `post_request`'s `self.accepted(key)` replaced with `false`: the bridge
+// failed the call with a network error 2.6 s before its answer came, and `user_outcomes` excused
+// that as "post_reset cut a POST of it".)
+#[test]
+fn an_accepted_call_whose_replay_is_reset_is_answered() {
+    let outcome = run(&scenarios::accepted_call_replayed_into_resets());
+    assert_eq!(outcome.violations, vec![]);
+    let resets = outcome.trace.of_kind(kind::POST_STATUS).filter(|(_, e)| e.text("id") == "1" && e.num("status") == 0).count();
+    assert_eq!(resets, 3, "the replay and both its retries were reset");
+    let answered = crate::client_lines(&outcome, kind::MCP_RECV).iter().any(|msg| msg.get("id") == Some(&serde_json::json!(1)) && msg.pointer("/result/content/0/text") == Some(&Value::from("recall a2: done")));
+    assert!(answered, "the call is answered with the tool's result");
 }
