@@ -2947,10 +2947,20 @@ fn server_messages_delivered_follows_a_server_request_to_the_client_and_its_answ
     };
     assert_clean(&held(150, 5_000));
     assert_one(&held(1, 5), "server_messages_delivered", 6, "no POST of the answer reached the server");
-    // The answer's POST refused where it arrived: the fault destroyed it.
-    let mut refused = base();
-    refused.extend([recv(110, &forwarded), send(111, &answer), answer_post(401)]);
-    assert_clean(&run(server_messages_delivered, refused));
+    // The answer's POST refused where it arrived by the injected refusal, or sent to a session
+    // the server's restart lost: a fault destroyed it. Refused for another cause (an unknown
+    // session, a wrong token), it is the bridge's loss.
+    let refused = |cause: &str| {
+        let mut post = answer_post(404);
+        post.fields.push(("cause".into(), json!(cause)));
+        let mut events = base();
+        events.extend([recv(110, &forwarded), send(111, &answer), post]);
+        run(server_messages_delivered, events)
+    };
+    assert_clean(&refused("fault"));
+    assert_clean(&refused("gone"));
+    assert_one(&refused("unknown"), "server_messages_delivered", 4, "no POST of the answer reached the server");
+    assert_one(&refused("token"), "server_messages_delivered", 4, "no POST of the answer reached the server");
     // The stream carrying it closed just after it was written: nothing could carry it.
     let mut cut = base();
     cut.push(relayer(105, kind::STREAM_CLOSE, &[("session", json!("s1")), ("stream", json!("get-1")), ("by", json!("relayer"))]));

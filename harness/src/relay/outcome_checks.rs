@@ -808,10 +808,10 @@ pub fn cancellations_name_their_request(facts: &Facts<'_>) -> Vec<Violation> {
 }
 
 /// Every notification the client sent reaches the relayer (a POST it accepted) unless the client
-/// closed first or the relayer refused it for good. The relayer's POSTs of one method come in
-/// the client's order, each notification's as a run: transient refusals (429, 5xx) and 404s
-/// (sent again to the next session) until one is accepted, refused for good (401, 403), or
-/// refused transiently more often than the retries allow on one session.
+/// closed first: a refusal, for good or past the retries, is no excuse (the bridge keeps it until
+/// the relayer accepts it). The relayer's POSTs of one method come in the client's order, each
+/// notification's as a run: refusals (429, 5xx, 401) and 404s (sent again to the next session)
+/// until one is accepted.
 /// `notifications/initialized` is also sent by the bridge itself to every session: any accepted
 /// one after the client's counts. Order makes the check sharp: a notification the relayer never
 /// accepted, while it accepted a message the client wrote later, was dropped (the outbox sends

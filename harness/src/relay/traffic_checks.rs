@@ -15,7 +15,8 @@ use crate::verdicts;
 
 /// The stream carrying the server's message closed (or the server restarted) as it was written.
 const CUT: &str = "the stream carrying it closed, or the server restarted, as it was written";
-/// Every POST of the answer was refused by the injected refusal, or reset, where it arrived.
+/// Every POST of the answer was refused by the injected refusal, reset, or sent to a session the
+/// server's restart lost, where it arrived.
 const ANSWER_REFUSED: &str = "every POST of the answer was refused or reset by a fault";
 /// A held link or a relayer bounce met the answer's POST, whose connect may fail unseen.
 const UNSEEN_CONNECT: &str = "relayer_bounce or link_hold may have failed the answer's connect unseen";
@@ -35,6 +36,14 @@ struct Sent {
 /// The POSTs among `events` that carry an answer (no method) to the server's request `key`.
 fn answer_posts<'a>(events: &'a [TraceEvent], key: &'a str) -> impl Iterator<Item = &'a TraceEvent> + 'a {
     events.iter().filter(move |e| e.host == host::RELAYER && e.kind == kind::HTTP_POST && e.text("id") == key && e.text("method").is_empty())
+}
+
+/// Whether a fault refused this POST of an answer where it arrived: the injected refusal, a
+/// reset connection, or a session the server's restart lost (the request it answers died with
+/// it). A refusal for another cause (a wrong token, an unknown session, a malformed body) is the
+/// bridge's to answer for.
+fn refused_by_a_fault(post: &TraceEvent) -> bool {
+    matches!(post.text("cause").as_str(), "fault" | "reset" | "gone")
 }
 
 fn accepted(post: &TraceEvent) -> bool {
@@ -112,7 +121,7 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
                 verdicts::held();
                 continue;
             }
-            if !posts.is_empty() && posts.iter().all(|post| matches!(post.text("cause").as_str(), "fault" | "reset")) {
+            if !posts.is_empty() && posts.iter().copied().all(refused_by_a_fault) {
                 verdicts::excused(ANSWER_REFUSED);
                 continue;
             }
@@ -160,7 +169,7 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             verdicts::excused(CLIENT_LEFT);
             continue;
         }
-        if !posts.is_empty() {
+        if !posts.is_empty() && posts.iter().copied().all(refused_by_a_fault) {
             // Every POST of it was refused or reset where it arrived: a fault destroyed it.
             verdicts::excused(ANSWER_REFUSED);
             continue;
