@@ -19,7 +19,7 @@ use super::knobs::lock;
 use super::machine::{Machine, Metadata};
 use super::mcp::RESOURCE_URI;
 use super::replace::{self, Who};
-use super::wire::{self, code, Line, Request};
+use super::wire::{self, Line, Request};
 use super::SERVER_NAME;
 use crate::emit;
 use crate::events::{host, kind};
@@ -332,9 +332,4 @@ async fn exchange(id: &str, socket: u16, line: &str, budget: (SocketBudget, bool
             _ => return Attempt::Transport("unparseable"),
         }
     }
-}
-
-/// `true` for the codes the CLI never retries.
-pub fn final_code(error: &str) -> bool {
-    error == code::OPERATION_TIMEOUT
 }

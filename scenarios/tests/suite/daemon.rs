@@ -357,6 +357,7 @@ fn mutants_gate_daemon() {
     }
     crossed_frames_cross_and_rearm_nothing();
     a_connection_kept_open_settles_on_the_response();
+    a_recovery_anchored_fault_starts_at_the_first_restart();
     for (scenario, bug, invariant) in switch_cases() {
         crate::assert_broken(scenario, bug, invariant);
     }
@@ -445,6 +446,23 @@ fn an_expired_token_is_refreshed_without_the_user() {
     assert_eq!(count(&outcome, kind::BROWSER_PROMPT), 1, "the renewal prompted the user");
     let last = events(&outcome, kind::CLI_DONE).last().map(|e| e.text("outcome"));
     assert_eq!(last.as_deref(), Some("ok"));
+}
+
+/// The CLI counts its restarts for the fault plan: a fault anchored to `Recovery` starts at the
+/// first restart before its `at_ms` (here a reset's, at 140 ms), not at its `at_ms`. Without the
+/// count, every recovery fault would fall back to its drawn time, and the generator would stop
+/// reaching a daemon disturbed as it recovers. (Closes daemon mutation survivor `invoke`'s
+/// `restarts += 1` replaced with `*= 1`.)
+#[test]
+fn a_recovery_anchored_fault_starts_at_the_first_restart() {
+    let path = format!("{}/races/daemon_reset_leaks_active_count.json", env!("CARGO_MANIFEST_DIR"));
+    let mut scenario: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let stall = serde_json::json!({"fault": "daemon_stall", "at_ms": 5_000, "for_ms": 200, "anchor": "recovery"});
+    scenario["family"]["faults"].as_array_mut().unwrap().push(stall);
+    let outcome = run(&harness::family::Scenario::from_json(&scenario.to_string(), harness::families::FAMILIES).unwrap());
+    let restart = events(&outcome, kind::CLI_RESTART).first().map(|e| e.at_ms).expect("the reset restarts the daemon");
+    let started = events(&outcome, kind::FAULT_INJECTED).iter().find(|e| e.text("fault") == "daemon_stall" && e.text("phase") == "start").map(|e| e.at_ms);
+    assert!(started.is_some_and(|at| at >= restart && at <= restart + 100), "the stall started at {started:?}, the restart was at {restart} ms");
 }
 
 /// Replay a race a hunt found, kept in `scenarios/races/daemon_<name>.json`.
