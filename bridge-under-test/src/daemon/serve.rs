@@ -105,7 +105,8 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
     }
 }
 
-/// The methods that ask about or act on the daemon itself, with no work upstream.
+/// The methods that ask about or act on the daemon itself, with no work upstream: they answer
+/// at once, with no frames.
 fn is_control(method: &str) -> bool {
     matches!(method, "status" | "stop")
 }
@@ -137,7 +138,7 @@ fn frame_interval_ms(ctx: &Ctx, request: &Request) -> Option<u64> {
     if ctx.protocol_version < PROTOCOL_VERSION || bugs.no_progress_frames {
         return None;
     }
-    if bugs.frames_to_v1_clients && !control(&request.method) {
+    if bugs.frames_to_v1_clients && !is_control(&request.method) {
         let asked = request.progress_interval_ms.unwrap_or(PROGRESS_INTERVAL_MS);
         return Some(ctx.rules.frame_interval_ms(asked));
     }
@@ -146,11 +147,6 @@ fn frame_interval_ms(ctx: &Ctx, request: &Request) -> Option<u64> {
         .protocol_version
         .is_some_and(|v| v >= PROTOCOL_VERSION);
     modern.then(|| ctx.rules.frame_interval_ms(asked))
-}
-
-/// `status` and `stop` answer at once: no frames.
-fn control(method: &str) -> bool {
-    matches!(method, "status" | "stop")
 }
 
 /// Run the request's work, writing a progress frame at `first_frame_ms` after dispatch and then
