@@ -80,8 +80,9 @@ pub const LINE_FORMS: usize = 16;
 /// Line form `form` (`0..LINE_FORMS`), its id made unique by `n`: a truncated message, a
 /// batch, a bare value, a bad version, a method that is no string, ids that are no
 /// `RequestId`, no method, an unsolicited response, unknown methods and tools, params and
-/// arguments that are no object, notifications (one of a request's method), and well-formed
-/// pings with ids at the edges of the forms (negative, empty string).
+/// arguments that are no object, notifications (one of a request's method), a well-formed
+/// `tools/list`, and well-formed pings with ids at the edges of the forms (negative, empty
+/// string).
 pub fn raw_line(form: usize, n: u64) -> String {
     let id = 900_000 + n;
     let sid = format!("\"raw-{n}\"");
@@ -107,7 +108,11 @@ pub fn raw_line(form: usize, n: u64) -> String {
         11 => format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"list_pending\",\"arguments\":[]}}}}"
         ),
-        12 => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/list\",\"params\":\"all\"}}"),
+        // A `tools/list`, with params that are no object on every other line.
+        12 => {
+            let params = if n % 2 == 0 { "{}" } else { "\"all\"" };
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/list\",\"params\":{params}}}")
+        }
         13 => "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}".to_string(),
         14 => "{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}".to_string(),
         _ => {
