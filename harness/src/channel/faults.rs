@@ -8,7 +8,7 @@ use bridge_under_test::channel::agent::AgentKnobs;
 use bridge_under_test::channel::gateway::{
     ExpiryOverride, GatewayEvent, GatewayKnobs, GatewayStep,
 };
-use bridge_under_test::channel::grammar::id_from_index;
+use super::strategy::id_from_index;
 use bridge_under_test::emit;
 use bridge_under_test::events::kind;
 use serde::{Deserialize, Serialize};

@@ -6,7 +6,7 @@
 
 use bridge_under_test::channel::agent::{AgentOp, AgentScript, AgentStep};
 use bridge_under_test::channel::gateway::{ControlFrame, GatewayEvent, GatewayStep};
-use bridge_under_test::channel::grammar::id_from_index;
+use bridge_under_test::channel::grammar::{ID_ALPHABET, ID_LEN};
 use bridge_under_test::channel::ChannelBugs;
 use proptest::prelude::*;
 
@@ -76,6 +76,17 @@ pub fn id_form(id: &str, form: u8) -> String {
 }
 /// The forms of a line a peer other than a conforming MCP client may write ([`raw_line`]).
 pub const LINE_FORMS: usize = 16;
+
+/// The `n`-th permission id of a deterministic sequence (base 25 over the bridge's
+/// [`ID_ALPHABET`]): the ids the gateway's requests carry.
+pub fn id_from_index(mut n: u64) -> String {
+    let mut id = vec![b'a'; ID_LEN];
+    for slot in id.iter_mut().rev() {
+        *slot = ID_ALPHABET[(n % ID_ALPHABET.len() as u64) as usize];
+        n /= ID_ALPHABET.len() as u64;
+    }
+    String::from_utf8(id).unwrap_or_default()
+}
 
 /// Line form `form` (`0..LINE_FORMS`), its id made unique by `n`: a truncated message, a
 /// batch, a bare value, a bad version, a method that is no string, ids that are no
@@ -454,4 +465,22 @@ pub fn last_input_ms(agent: &[AgentStep], gateway: &[GatewayStep], faults: &[Cha
 /// The run's horizon: the agent's end plus time for the bridge to close and exit.
 pub fn horizon_ms(agent: &AgentScript) -> u64 {
     agent.end_at_ms + 10 * TICK_MS
+}
+
+#[cfg(test)]
+mod tests {
+    use bridge_under_test::channel::grammar::normalize_id;
+
+    use super::id_from_index;
+
+    #[test]
+    fn generated_ids_are_distinct_and_in_the_alphabet() {
+        assert_eq!(id_from_index(0), "aaaaa");
+        assert_eq!(id_from_index(1), "aaaab");
+        assert_eq!(id_from_index(25), "aaaba");
+        for n in [0, 7, 25, 999, 9_765_624] {
+            assert_eq!(normalize_id(&id_from_index(n)), Some(id_from_index(n)));
+        }
+        assert_ne!(id_from_index(3), id_from_index(4));
+    }
 }
