@@ -3152,3 +3152,29 @@ fn user_outcomes_flags_a_call_failed_on_resets_after_its_acceptance_was_read() {
     // Ended at the deadline (10 + 1 000): not a give-up; the stream's end explains it.
     assert_clean(&run(user_outcomes, events(false, 1_020)));
 }
+
+// Live, supergateway 4.0.0 (`live.v1.relay.none.b460a250f07d4536`): the relayer wrote a reply as
+// the last event of a POST's stream and closed the stream in the same millisecond, as
+// Streamable HTTP does once a POST's response is written. Nothing cut it: the reply reached the
+// bridge, and a client that never read it was failed by the bridge. A stream a fault ended at
+// once (the relayer's `by=relayer`) may have lost it, and is excused.
+#[test]
+fn reply_accounting_follows_a_reply_to_the_end_of_a_completed_post_stream() {
+    let events = |by: &str| {
+        let done = tool_result(json!(1), "remember a1: done", false);
+        let mut sent = r_sent(100, "1", "a1", "s1", &done);
+        sent.fields.push(("stream".into(), json!("post-1")));
+        vec![
+            std_spec(),
+            r_open(0, "s1"),
+            send(10, &call(json!(1), "a1")),
+            r_post(11, "s1", "1", "tools/call", "a1", 202),
+            relayer(11, kind::STREAM_OPEN, &[("session", json!("s1")), ("stream", json!("post-1"))]),
+            sent, // 5
+            relayer(100, kind::STREAM_CLOSE, &[("session", json!("s1")), ("stream", json!("post-1")), ("by", json!(by))]),
+            client_eof(9_000),
+        ]
+    };
+    assert_one(&run(reply_accounting, events("complete")), "reply_accounting", 5, "the client read nothing");
+    assert_clean(&run(reply_accounting, events("relayer")));
+}

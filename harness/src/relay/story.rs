@@ -26,6 +26,9 @@ pub struct Stream {
     pub closed_ms: Option<u64>,
     /// The client (the bridge) closed the connection, not the relayer.
     pub closed_by_client: bool,
+    /// The relayer ended it once everything it brought was written (a POST's stream after its
+    /// response): no fault cut it, so every frame written before the end is delivered.
+    pub completed: bool,
 }
 
 /// A window in which bytes on the streams were held back (a stall or a link hold): `(start,
@@ -242,12 +245,13 @@ impl Stories {
                 (host::RELAYER, kind::STREAM_OPEN) => {
                     let (session, label) = (event.text("session"), event.text("stream"));
                     open.insert((session.clone(), label.clone()), stories.streams.len());
-                    stories.streams.push(Stream { session, label, opened_ms: event.at_ms, closed_ms: None, closed_by_client: false });
+                    stories.streams.push(Stream { session, label, opened_ms: event.at_ms, closed_ms: None, closed_by_client: false, completed: false });
                 }
                 (host::RELAYER, kind::STREAM_CLOSE) => {
                     if let Some(stream) = open.remove(&(event.text("session"), event.text("stream"))) {
                         stories.streams[stream].closed_ms = Some(event.at_ms);
                         stories.streams[stream].closed_by_client = event.text("by") == "client";
+                        stories.streams[stream].completed = event.text("by") == "complete";
                     }
                 }
                 (host::RELAYER, kind::HTTP_POST) => {
@@ -429,9 +433,12 @@ impl Stories {
     pub fn carrier(&self, session: &str, label: &str, at_ms: u64, carry_ms: u64, until_ms: u64) -> Option<Option<&Stream>> {
         let mut connections = self.streams.iter().filter(|s| s.session == session && s.label == label).peekable();
         connections.peek()?;
+        // A connection the relayer completed carries what was released to it before the end
+        // (live, `live.v1.relay.none.b460a250f07d4536`: a reply written as the last event of a
+        // POST's stream, which the relayer closed in the same millisecond).
         Some(connections.find(|s| {
             let from = s.opened_ms.max(at_ms);
-            from < until_ms && s.closed_ms.is_none_or(|closed| closed > from + carry_ms)
+            from < until_ms && s.closed_ms.is_none_or(|closed| closed > from + carry_ms || (s.completed && closed >= from))
         }))
     }
 

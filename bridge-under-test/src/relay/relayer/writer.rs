@@ -58,8 +58,10 @@ pub(super) async fn write(
         if !stall && !flush(app, &mut backlog, body) {
             return "client";
         }
+        // Everything it brought is written: the stream ends as its protocol says (a POST's
+        // stream after its response), and what it carried is delivered before the end.
         if closing && backlog.is_empty() {
-            return "relayer";
+            return "complete";
         }
         tokio::select! {
             item = items.recv(), if !closing => match item {
