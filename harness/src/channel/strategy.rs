@@ -121,7 +121,7 @@ pub fn raw_line(form: usize, n: u64) -> String {
         ),
         // A `tools/list`, with params that are no object on every other line.
         12 => {
-            let params = if n % 2 == 0 { "{}" } else { "\"all\"" };
+            let params = if n.is_multiple_of(2) { "{}" } else { "\"all\"" };
             format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/list\",\"params\":{params}}}")
         }
         13 => "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}".to_string(),
