@@ -1350,7 +1350,14 @@ fn sessions_initialized_flags_a_request_on_a_fresh_session() {
     let init = http_post(40, "\"relay-init-1\"", "", "initialize", "", 202);
     let the_call = http_post(50, "\"relay-1\"", "1", "tools/call", "a1", 202);
     assert_clean(&run(sessions_initialized, vec![std_spec(), init, the_call.clone()]));
-    assert_one(&run(sessions_initialized, vec![std_spec(), the_call]), "sessions_initialized", 1, "never initialized");
+    assert_one(&run(sessions_initialized, vec![std_spec(), the_call.clone()]), "sessions_initialized", 1, "never initialized");
+    // An `initialize` the relayer refused initialized nothing (harness error H5, live
+    // mcp-remote over HTTP+SSE); one whose answer a reset kept from the bridge may have.
+    let refused = http_post(40, "\"relay-init-1\"", "", "initialize", "", 401);
+    assert_one(&run(sessions_initialized, vec![std_spec(), refused, the_call.clone()]), "sessions_initialized", 2, "never initialized");
+    let reset = http_post(40, "\"relay-init-1\"", "\"relay-init-1\"", "initialize", "", 0);
+    let fired = relayer(40, kind::FAULT_FIRED, &[("fault", json!("post_reset")), ("id", json!("\"relay-init-1\"")), ("client_id", json!("\"relay-init-1\"")), ("action", json!("")), ("session", json!("s1"))]);
+    assert_clean(&run(sessions_initialized, vec![std_spec(), reset, fired, the_call]));
 }
 
 #[test]
