@@ -318,14 +318,14 @@ fn refused_then_silent(facts: &Facts<'_>, n: usize) -> Option<String> {
 fn gave_up_accepted_work(facts: &Facts<'_>, n: usize) -> Option<(usize, String)> {
     let (request, story) = (&facts.requests[n], &facts.stories.of[n]);
     let answer = request.answered.as_ref()?;
-    error_text(&answer.msg)?;
+    let text = error_text(&answer.msg)?;
     if Facts::relayer_sent(story, &answer.msg).is_some() || !story.refusals.is_empty() || facts.cancelled_by_client(request) {
         return None;
     }
-    let before: Vec<&Post> = story.posts.iter().filter(|p| p.index < answer.index).collect();
-    let reset = before.last().filter(|p| p.reset)?;
+    let before = || story.posts.iter().filter(|p| p.index < answer.index);
+    let reset = before().next_back().filter(|p| p.reset)?;
     let accepted = facts.acceptance_read_before_reset(story).filter(|p| p.index < reset.index)?;
-    let refused_since = before.iter().any(|p| p.index > accepted.index && !p.reset && p.status != 202);
+    let refused_since = before().any(|p| p.index > accepted.index && !p.reset && p.status != 202);
     let deadline = request.at_ms + facts.call_timeout_ms;
     let left = facts.stories.client_eof.as_ref().is_some_and(|(_, eof, _)| *eof <= answer.at_ms + facts.slack_ms);
     if refused_since || left || answer.at_ms + facts.slack_ms >= deadline {
@@ -341,7 +341,7 @@ fn gave_up_accepted_work(facts: &Facts<'_>, n: usize) -> Option<(usize, String)>
             answer.at_ms,
             reset.at_ms,
             deadline - answer.at_ms,
-            error_text(&answer.msg).unwrap_or_default()
+            text
         ),
     ))
 }

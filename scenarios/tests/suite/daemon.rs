@@ -455,8 +455,7 @@ fn an_expired_token_is_refreshed_without_the_user() {
 /// `restarts += 1` replaced with `*= 1`.)
 #[test]
 fn a_recovery_anchored_fault_starts_at_the_first_restart() {
-    let path = format!("{}/races/daemon_reset_leaks_active_count.json", env!("CARGO_MANIFEST_DIR"));
-    let mut scenario: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut scenario: serde_json::Value = serde_json::from_str(&race_text("reset_leaks_active_count")).unwrap();
     let stall = serde_json::json!({"fault": "daemon_stall", "at_ms": 5_000, "for_ms": 200, "anchor": "recovery"});
     scenario["family"]["faults"].as_array_mut().unwrap().push(stall);
     let outcome = run(&harness::family::Scenario::from_json(&scenario.to_string(), harness::families::FAMILIES).unwrap());
@@ -465,11 +464,15 @@ fn a_recovery_anchored_fault_starts_at_the_first_restart() {
     assert!(started.is_some_and(|at| at >= restart && at <= restart + 100), "the stall started at {started:?}, the restart was at {restart} ms");
 }
 
+/// The scenario JSON of a race a hunt found, kept in `scenarios/races/daemon_<name>.json`.
+fn race_text(name: &str) -> String {
+    let path = format!("{}/races/daemon_{name}.json", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 /// Replay a race a hunt found, kept in `scenarios/races/daemon_<name>.json`.
 fn race(name: &str) -> Outcome {
-    let path = format!("{}/races/daemon_{name}.json", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    run(&harness::family::Scenario::from_json(&text, harness::families::FAMILIES).unwrap())
+    run(&harness::family::Scenario::from_json(&race_text(name), harness::families::FAMILIES).unwrap())
 }
 
 // Goal: a daemon that does not answer the drain's probe but still runs is drained, never
