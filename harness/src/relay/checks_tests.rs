@@ -422,6 +422,19 @@ fn bounded_latency_flags_an_unanswered_malformed_line() {
     );
 }
 
+/// Harness error H2 (docs/findings.md; supergateway 4.0.0, live.v1.relay.none.df14f1a249c4bcea):
+/// the client closed stdin before the call's bound, and the bridge exited without answering.
+/// Nobody waited at the bound: not judged. A client still there at the bound is owed it, and a
+/// late answer to a client that left before the bound is no lateness.
+#[test]
+fn bounded_latency_judges_only_while_the_client_waits() {
+    let hung = |eof_ms: u64| vec![std_spec(), send(100, &call(json!(1), "a0")), client_eof(eof_ms)];
+    assert_clean(&run(bounded_latency, hung(1_000)));
+    assert_one(&run(bounded_latency, hung(1_700)), "bounded_latency", 1, "sent at 100 ms never answered");
+    let late = vec![std_spec(), send(100, &call(json!(1), "a0")), client_eof(1_000), recv(1_700, &tool_result(json!(1), "shutting down", true))];
+    assert_clean(&run(bounded_latency, late));
+}
+
 #[test]
 fn bounded_latency_reports_at_most_three() {
     // Four hung calls: only the first three are reported, they tell the story.
@@ -848,6 +861,7 @@ fn checkers_table_lists_the_relay_invariants() {
             "orphans_reconnect",
             "replay_in_order",
             "clean_shutdown",
+            "fails_owed_at_eof",
             "healthy_streams_kept",
             "silent_streams_abandoned",
             "user_outcomes",
@@ -1058,6 +1072,22 @@ fn clean_shutdown_passes_a_prompt_exit_and_flags_a_hang() {
     let exit = bridge(1_050, kind::BRIDGE_EXIT, &[("failed", json!(0))]);
     facts_of(vec![std_spec(), eof.clone(), exit], |facts| assert_eq!(clean_shutdown(facts), vec![]));
     facts_of(vec![std_spec(), eof], |facts| assert_one(&clean_shutdown(facts), "clean_shutdown", 1, "never exited"));
+}
+
+/// MODEL.md §1.4: on stdin EOF the bridge fails everything it still owes. std_spec's slack is
+/// 10 ms, so the bound is EOF + 1 020 ms; a request answered before EOF is not owed.
+#[test]
+fn fails_owed_at_eof_wants_an_ending_for_each_request_still_owed() {
+    use crate::relay::stream_checks::fails_owed_at_eof;
+    let case = |answer_ms: Option<u64>| {
+        let mut events = vec![std_spec(), send(100, &call(json!(1), "a0")), send(200, &list(json!(2))), recv(300, &list_result(json!(2))), client_eof(1_000)];
+        events.extend(answer_ms.map(|at| recv(at, &tool_result(json!(1), "the bridge is shutting down (stdin closed)", true))));
+        events
+    };
+    assert_clean(&run(fails_owed_at_eof, case(Some(1_010))));
+    assert_clean(&run(fails_owed_at_eof, case(Some(2_020))));
+    assert_one(&run(fails_owed_at_eof, case(Some(2_021))), "fails_owed_at_eof", 4, "tools/call id 1: the client closed stdin at 1000 ms with it still owed, and the bridge answered it only at 2021 ms");
+    assert_one(&run(fails_owed_at_eof, case(None)), "fails_owed_at_eof", 4, "never answered it");
 }
 
 // ---- boundary checkers: stories from the client's stdio and the relayer's log ----------------
@@ -2875,6 +2905,23 @@ fn refused_requests_resent_excuses_a_window_that_refused_the_handshake_until_the
     assert_one(&other_posts, "refused_requests_resent", 4, "never sent again");
 }
 
+/// Harness error H4 (docs/findings.md; mcp-remote 0.15.1 over HTTP+SSE,
+/// live.v1.relay.none.3ee4d3cfde965c52): the relayer refused `tools/list` id 8 as not
+/// initialized, and the bridge forwarded that refusal to its client as written. The answer is
+/// the server's truth, not one made up: `user_outcomes` holds, and `refused_requests_resent`
+/// still judges the bridge that never sent it again. Another error it never sent is still made up.
+#[test]
+fn user_outcomes_takes_a_forwarded_not_initialized_refusal_for_the_truth() {
+    let refusal = rpc_error(Some(json!(8)), -32002, "Invalid Request: session not initialized");
+    let case = |answer: &Value| {
+        vec![std_spec(), r_open(0, "s1"), send(10, &list(json!(8))), r_post(11, "s1", "8", "tools/list", "", 202), r_sent(12, "8", "", "s1", &refusal), recv(20, answer), client_eof(20_000)]
+    };
+    assert_clean(&run(user_outcomes, case(&refusal)));
+    assert_one(&run(retry_checks::refused_requests_resent, case(&refusal)), "refused_requests_resent", 4, "answered with the refusal itself at 20 ms");
+    let other = rpc_error(Some(json!(8)), -32603, "Internal error");
+    assert_one(&run(user_outcomes, case(&other)), "user_outcomes", 5, "which the relayer never sent");
+}
+
 #[test]
 fn a_streamable_http_answer_counts_as_accepted() {
     // Streamable HTTP answers a request with 200 (its reply, as JSON or a stream of its own):
@@ -2883,6 +2930,35 @@ fn a_streamable_http_answer_counts_as_accepted() {
     assert_eq!(crate::relay::story::post_status(&answered), 202);
     let refused = r_post(5, "s1", "1", "tools/call", "a1", 400);
     assert_eq!(crate::relay::story::post_status(&refused), 400);
+}
+
+/// Harness error H3 (docs/findings.md; mcp-remote 0.15.1 over Streamable HTTP,
+/// live.v1.relay.none.808666dad9fad82e): the server's notification went to the session mcp-remote
+/// opened for itself as `mcp-remote-fallback-test` and never used. It was not the client's to
+/// read. The same session named for the client (as mcp-remote names its real one), or one the
+/// client's requests went on under the bridge's own name, is the client's, and the loss counts.
+#[test]
+fn server_messages_delivered_owes_the_client_nothing_on_another_clients_session() {
+    use crate::relay::traffic_checks::server_messages_delivered;
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "n1"}});
+    let case = |name: &str, carried: bool| {
+        let hello = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "sim-client", "version": "1.0.0"}}});
+        let params = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": name, "version": "0.0.0"}});
+        let mut events = vec![
+            std_spec(),
+            send(5, &hello),
+            relayer(10, kind::RPC_INITIALIZE, &[("session", json!("s1")), ("params", json!(params.to_string()))]),
+            relayer(20, kind::STREAM_OPEN, &[("session", json!("s1")), ("stream", json!("get-1"))]),
+            relayer(100, kind::REPLY_SENT, &[("id", json!("")), ("session", json!("s1")), ("stream", json!("get-1")), ("msg", json!(note.to_string()))]),
+        ];
+        if carried {
+            events.extend([send(200, &list(json!(1))), http_post(210, "1", "1", "tools/list", "", 202)]);
+        }
+        run(server_messages_delivered, events)
+    };
+    assert_clean(&case("mcp-remote-fallback-test", false));
+    assert_one(&case("sim-client (via mcp-remote 0.15.1)", false), "server_messages_delivered", 4, "the client never read it");
+    assert_one(&case("mcp", true), "server_messages_delivered", 4, "the client never read it");
 }
 
 #[test]

@@ -47,6 +47,7 @@ pub const POLICY: &[&str] = &[
     "reconnect_discipline",
     "post_retries",
     "refused_requests_resent",
+    "fails_owed_at_eof",
     "notifications_keep_meta",
     "client_order_kept",
     "requests_posted_promptly",

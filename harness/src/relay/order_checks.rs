@@ -31,7 +31,7 @@ pub fn client_order_kept(facts: &Facts<'_>) -> Vec<Violation> {
             // A POST the relayer accepted and then refused to serve (the session was not yet
             // initialized) delivered nothing: the bridge sends it again, and that is its arrival.
             let next = story.posts.get(k + 1).map_or(usize::MAX, |p| p.index);
-            let refused = story.refusals.iter().any(|(index, _, session)| *session == post.session && (post.index..next).contains(index));
+            let refused = story.refusals.iter().any(|r| r.session == post.session && (post.index..next).contains(&r.index));
             if !refused {
                 arrivals.entry(post.session.clone()).or_default().push((post.index, request.index, label()));
             }

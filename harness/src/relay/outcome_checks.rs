@@ -227,12 +227,16 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
         // heard it. A true answer holds whatever faults met the request: an excuse is weighed
         // only for an outcome that needs one (no answer, or one the relayer never sent).
         // A listing a bridge serves from its cache (rmcp's client does, src/service/client.rs:
-        // 1932-1940) is true if it is the list the relayer last sent before it.
+        // 1932-1940) is true if it is the list the relayer last sent before it. The relayer's
+        // own "session not initialized" refusal, forwarded as it was written, is true too
+        // (mcp-remote forwards it, harness error H4 of docs/findings.md): whether the bridge
+        // owed a handshake and a resend instead is its promise `refused_requests_resent`.
         let true_answer = request.answered.as_ref().is_some_and(|answer| {
             facts.requests.iter().zip(&facts.stories.of).any(|(asked, asked_story)| {
+                let refused_with = || asked_story.refusals.iter().any(|r| same_reply(&r.msg, &answer.msg));
                 asked.id == request.id
                     && asked.index < answer.index
-                    && (Facts::relayer_sent(asked_story, &answer.msg).is_some() || (asked.method == "ping" && empty_result(&answer.msg)))
+                    && (Facts::relayer_sent(asked_story, &answer.msg).is_some() || refused_with() || (asked.method == "ping" && empty_result(&answer.msg)))
             }) || (request.method == "tools/list" && last_list_before(facts, answer.index).is_some_and(|list| same_reply(&list.msg, &answer.msg)))
         });
         if true_answer {
@@ -469,7 +473,7 @@ pub fn truthful_endings(facts: &Facts<'_>) -> Vec<Violation> {
         // Accepted and served: a POST the relayer accepted but then refused as not initialized
         // ran nothing and has no reply to lose, once the refusal reached the bridge (a late one
         // leaves the bridge knowing only that the relayer accepted it).
-        let told = story.refusals.iter().filter(|(_, at, session)| facts.stories.released_ms(session, *at, facts.slack_ms) + facts.slack_ms < answer.at_ms).count();
+        let told = story.refusals.iter().filter(|r| facts.stories.released_ms(&r.session, r.at_ms, facts.slack_ms) + facts.slack_ms < answer.at_ms).count();
         let served = |before: usize| story.posts.iter().filter(|p| p.status == 202 && p.index < before).count() > told;
         let (accepted_before, accepted_ever) = (served(answer.index), served(usize::MAX));
         // An ending that names the session's `initialize` names that POST's status. What the

@@ -10,6 +10,7 @@ use bridge_under_test::events::{host, kind};
 
 use super::checks::{error_text, Facts, CLOSE_OUT};
 use super::outcome_checks::{POST_RETRIES, RETRY_BASE_MS};
+use super::story::{same_reply, Sent};
 use crate::check::capped;
 use crate::trace::Violation;
 use crate::verdicts;
@@ -169,7 +170,9 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
 
 /// A request the relayer refused unserved because its session was not initialized
 /// (`rpc.refused`) is sent again, after a new `initialize`, before the client reads its answer:
-/// it is never left to be closed out at its deadline, nor left waiting while stdin stays open.
+/// it is never left to be closed out at its deadline, nor left waiting while stdin stays open,
+/// nor answered with the refusal itself (the server's truth, so `user_outcomes` holds it; but
+/// the bridge promised a handshake and a resend, and the user's call did not run).
 /// Read from the relayer's log (the refusal, the later POSTs of the request) and the client's
 /// stdio (its answer, stdin's end).
 ///
@@ -185,16 +188,17 @@ pub fn refused_requests_resent(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for (n, request) in facts.requests.iter().enumerate() {
         let story = &facts.stories.of[n];
-        let Some((refused, refused_ms, session)) = story.refusals.last().filter(|_| request.judged()) else { continue };
+        let Some(Sent { index: refused, at_ms: refused_ms, session, msg: refusal, .. }) = story.refusals.last().filter(|_| request.judged()) else { continue };
         if story.posts.iter().any(|p| p.index > *refused) {
             verdicts::held();
             continue;
         }
         let answer = request.answered.as_ref();
+        let forwarded = answer.is_some_and(|a| same_reply(&a.msg, refusal));
         // The bridge learns of the refusal when its reply leaves the stream (a stall or hold may
         // keep it back), and needs a round trip to send again.
         let told = facts.stories.released_ms(session, *refused_ms, facts.slack_ms) + 2 * facts.slack_ms;
-        if answer.is_some_and(|a| a.at_ms <= told) {
+        if !forwarded && answer.is_some_and(|a| a.at_ms <= told) {
             verdicts::held();
             continue;
         }
@@ -202,7 +206,8 @@ pub fn refused_requests_resent(facts: &Facts<'_>) -> Vec<Violation> {
         // claim to the relayer's streams).
         let closed_out = answer.is_some_and(|a| error_text(&a.msg).is_some_and(|t| t.contains(CLOSE_OUT) && !t.contains("stream was down")));
         let waiting = answer.is_none() && eof > facts.horizon_ms;
-        if !(closed_out || waiting) || answer.is_some_and(|a| a.at_ms + facts.slack_ms >= eof) {
+        let at_eof = answer.is_some_and(|a| a.at_ms + facts.slack_ms >= eof);
+        if !forwarded && (!(closed_out || waiting) || at_eof) {
             continue;
         }
         if let Some(answer) = answer.filter(|_| closed_out) {
@@ -212,7 +217,11 @@ pub fn refused_requests_resent(facts: &Facts<'_>) -> Vec<Violation> {
                 continue;
             }
         }
-        let ending = answer.map_or("was never answered".to_string(), |a| format!("was closed out at {} ms", a.at_ms));
+        let ending = match answer {
+            Some(a) if forwarded => format!("the client was answered with the refusal itself at {} ms", a.at_ms),
+            Some(a) => format!("was closed out at {} ms", a.at_ms),
+            None => "was never answered".to_string(),
+        };
         let detail = format!(
             "{} id {}: the relayer refused it at {} ms because its session was not initialized; it was never sent again and {ending}",
             request.method,

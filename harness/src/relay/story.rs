@@ -77,9 +77,9 @@ pub struct Story {
     /// Mock faults that fired on this request (`fault.fired`).
     pub fired: Vec<String>,
     /// The relayer's refusals of it, unserved after accepting its POST (the session was not
-    /// initialized), as the replies it wrote to say so: `(index, at, session)` of each
-    /// `reply.sent`. Nothing ran for those POSTs.
-    pub refusals: Vec<(usize, u64, String)>,
+    /// initialized), as the replies it wrote to say so (each `reply.sent`). Nothing ran for
+    /// those POSTs. A bridge that forwards one tells its client the server's truth.
+    pub refusals: Vec<Sent>,
 }
 
 /// Everything the relayer observed, and the stories of the client's requests.
@@ -346,10 +346,11 @@ impl Stories {
                 (host::RELAYER, kind::REPLY_SENT) => {
                     let Some(n) = owner_of(&carried, event) else { continue };
                     let msg = message(event);
+                    let (session, stream) = (event.text("session"), event.text("stream"));
                     // A refusal before `initialize` is the relayer asking for the handshake, not
                     // an answer the bridge owes the client (it initializes and sends again).
                     if msg.pointer("/error/code").and_then(Value::as_i64) == Some(NOT_INITIALIZED) {
-                        stories.of[n].refusals.push((index, event.at_ms, event.text("session")));
+                        stories.of[n].refusals.push(Sent { index, at_ms: event.at_ms, session, stream, msg });
                         continue;
                     }
                     // The relayer's reply to the bridge's own `initialize` is not the answer to a
@@ -358,7 +359,6 @@ impl Stories {
                     if init_reply != (facts.requests[n].method == "initialize") {
                         continue;
                     }
-                    let (session, stream) = (event.text("session"), event.text("stream"));
                     stories.of[n].sent.push(Sent { index, at_ms: event.at_ms, session, stream, msg });
                 }
                 (host::RELAYER, kind::FAULT_FIRED) => {

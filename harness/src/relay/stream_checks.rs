@@ -146,7 +146,7 @@ pub fn clean_shutdown(facts: &Facts<'_>) -> Vec<Violation> {
         return Vec::new();
     };
     let exited = facts.trace.events.iter().find(|e| e.host == host::BRIDGE && e.kind == kind::BRIDGE_EXIT);
-    let bound = eof.at_ms + 2 * facts.slack_ms + 1_000;
+    let bound = shutdown_bound(facts, eof.at_ms);
     let detail = match exited {
         Some(exit) if exit.at_ms <= bound => return Vec::new(),
         Some(exit) => format!("the bridge exited {} ms after stdin closed", exit.at_ms - eof.at_ms),
@@ -154,6 +154,41 @@ pub fn clean_shutdown(facts: &Facts<'_>) -> Vec<Violation> {
         None => "stdin closed and the bridge never exited".to_string(),
     };
     vec![facts.violation("clean_shutdown", index, detail)]
+}
+
+/// How long after stdin closes a bridge may take to fail what it owes and exit.
+fn shutdown_bound(facts: &Facts<'_>, eof_ms: u64) -> u64 {
+    eof_ms + 2 * facts.slack_ms + 1_000
+}
+
+/// On stdin EOF the bridge fails every request it still owes with an error, before it exits
+/// (MODEL.md §1.4): the client that closed stdin reads an ending for each call, not silence.
+/// Read at the client's stdio only (its requests, stdin's close, the lines it read after), so a
+/// live bridge can promise it. A promise of our relay bridge's design; a bridge that simply
+/// exits at EOF (supergateway, mcp-remote) owes nothing more than `exits_after_stdin_closes`.
+pub fn fails_owed_at_eof(facts: &Facts<'_>) -> Vec<Violation> {
+    let Some((index, eof, _)) = facts.stories.client_eof.as_ref() else { return Vec::new() };
+    let bound = shutdown_bound(facts, *eof);
+    let owed = facts.requests.iter().filter(|r| r.id.is_some() && !r.dup && r.at_ms <= *eof);
+    let mut found = Vec::new();
+    for request in owed.filter(|r| r.answered.as_ref().is_none_or(|a| a.at_ms >= *eof)) {
+        let ending = match &request.answered {
+            Some(answer) if answer.at_ms <= bound => {
+                verdicts::held();
+                continue;
+            }
+            Some(answer) => format!("answered it only at {} ms", answer.at_ms),
+            None if facts.horizon_ms < bound => continue,
+            None => "never answered it".to_string(),
+        };
+        let detail = format!(
+            "{} id {}: the client closed stdin at {eof} ms with it still owed, and the bridge {ending} (the bound is {bound} ms)",
+            request.method,
+            request.id.as_deref().unwrap_or("")
+        );
+        found.push(facts.violation("fails_owed_at_eof", *index, detail));
+    }
+    capped(found)
 }
 
 /// The bridge keeps a healthy stream (MODEL.md §1.4): it closes a stream the relayer was still
