@@ -1582,25 +1582,35 @@ fn user_outcomes_owes_an_answer_when_only_another_requests_stream_ended() {
 }
 
 // Issue #28: an excuse is weighed only for an outcome that needs one. A call that a fault's
-// window met but that got the relayer's own answer held; only the one with no answer is excused.
+// window met but that got the relayer's own answer held; only the one with no answer is excused,
+// and by the held link's effect: it kept the reply written at 111 ms past the deadline. A hold
+// that ended long before (the tool done at 100 ms, its reply written at 111 ms) had no effect
+// to name: only the residual window fallback takes it.
 #[test]
 fn user_outcomes_counts_a_true_answer_under_a_fault_as_held() {
     let hold = |phase: &str, at_ms: u64| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("link_hold")), ("phase", json!(phase)), ("detail", json!("h"))]);
-    let held = |answered: bool| {
+    let held = |answered: bool, until_ms: u64| {
         let mut events = accepted_call();
-        events.extend([hold("start", 50), hold("end", 90)]); // 5, 6
-        events.push(r_sent(111, "1", "a1", "s1", &tool_result(json!("relay-1"), "remember a1: done", false))); // 7
+        events.extend([hold("start", 50), hold("end", until_ms)]); // 5, 6
+        events.push(TraceEvent::new(100, host::RELAYER, kind::TOOL_DONE, &[("id", json!("1")), ("action", json!("a1")), ("ok", json!(true))])); // 7
+        events.push(r_sent(111, "1", "a1", "s1", &tool_result(json!("relay-1"), "remember a1: done", false))); // 8
         if answered {
-            events.push(recv(112, &tool_result(json!(1), "remember a1: done", false))); // 8
+            events.push(recv(112, &tool_result(json!(1), "remember a1: done", false))); // 9
         }
         let trace = Trace { events };
         let schema = McpSchema::new();
         let (found, cells) = crate::verdicts::counting(|| crate::verdicts::run(&[("user_outcomes", outcome_checks::user_outcomes)], &Facts::new(&trace, &schema)));
-        assert_clean(&found);
-        cells.into_iter().map(|cell| cell.col).collect::<Vec<_>>()
+        let cols = cells.into_iter().map(|cell| cell.col).collect::<Vec<_>>();
+        (found, cols)
     };
-    assert_eq!(held(true), ["held"]);
-    assert_eq!(held(false), ["excused: link_hold met its life"]);
+    assert_eq!(held(true, 90).1, ["held"]);
+    let (found, cols) = held(false, 9_000);
+    assert_clean(&found);
+    assert_eq!(cols, ["excused: a stall or held link kept its reply from the bridge past the deadline"]);
+    // Only the residual fallback, named apart and counted, still takes it.
+    let (found, cols) = held(false, 90);
+    assert_clean(&found);
+    assert_eq!(cols, ["excused: link_hold met its life (no effect observed)"]);
 }
 
 // ---- reply_accounting -----------------------------------------------------------------------
@@ -2771,6 +2781,23 @@ fn requests_posted_promptly_finds_a_pump_that_idles_while_a_request_waits() {
     let mut refused = posted(520, 820);
     refused.push(http_post(830, "\"relay-1\"", "1", "tools/call", "a1", 503));
     assert_clean(&run(order_checks::requests_posted_promptly, refused));
+    // A held link carries no POST (relay hunt seed 2026, v1.relay.none.a2806e6a5e644c16): a
+    // hold from 530 to 800 ms spans the wait; one that ended at 600 ms leaves 220 ms of it, which
+    // only the residual window fallback excuses.
+    // A hold over the stream's opening kept its endpoint from the bridge until 800 ms: the
+    // session was up for the bridge only then.
+    let hold = |phase: &str, at_ms: u64| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("link_hold")), ("phase", json!(phase)), ("detail", json!("h"))]);
+    let held = |from: u64, to: u64, init_ms: u64, call_ms: u64| {
+        let trace = Trace { events: [posted(init_ms, call_ms), vec![hold("start", from), hold("end", to)]].concat() };
+        let schema = McpSchema::new();
+        let judge = || crate::verdicts::run(&[("requests_posted_promptly", order_checks::requests_posted_promptly)], &Facts::new(&trace, &schema));
+        let (found, cells) = crate::verdicts::counting(judge);
+        assert_clean(&found);
+        cells.into_iter().map(|cell| cell.col).collect::<Vec<_>>()
+    };
+    assert_eq!(held(530, 800, 520, 820), ["held"]);
+    assert_eq!(held(530, 600, 520, 820), ["excused: link_hold met its life (no effect observed)"]);
+    assert_eq!(held(450, 800, 820, 840), ["held"]);
 }
 
 #[test]

@@ -91,15 +91,22 @@ pub fn requests_posted_promptly(facts: &Facts<'_>) -> Vec<Violation> {
             continue;
         }
         let Some(stream) = facts.stories.stream(&first.session) else { continue };
-        let start = request.at_ms.max(stream.opened_ms);
+        // The session is up for the bridge once the stream's opening bytes (the endpoint) reach
+        // it: a held link or a stall keeps them back (relay hunt seed 2026,
+        // v1.relay.none.a2806e6a5e644c16: a hold from 651 to 1 151 ms kept the endpoint of a
+        // stream opened at 700 ms).
+        let start = request.at_ms.max(facts.stories.released_ms(&first.session, stream.opened_ms, facts.slack_ms));
         let mut last = start;
         let mut held = true;
         let between = facts.stories.all_posts.iter().map(|p| p.1).filter(|at| *at > start && *at < first.at_ms);
         for at in between.chain([first.at_ms]) {
-            if at.saturating_sub(last) > gap_ms {
-                // A gap is excused only by what touched the request (a fault's window, a
-                // refusal ahead of it, a reconnect): a request posted promptly holds whatever
-                // faults were near.
+            // A held link carries no POST: a gap it spans, to within a round trip, is its own
+            // (relay hunt seed 2026, v1.relay.none.a2806e6a5e644c16: a hold from 2 387 to
+            // 3 774 ms kept the POST sent at 2 450 ms until 3 850 ms).
+            let held_link = || facts.stories.link_held_at(last, at, gap_ms).is_some();
+            if at.saturating_sub(last) > gap_ms && !held_link() {
+                // A gap is excused only by what touched the request (a refusal or reset ahead
+                // of it, a reconnect): a request posted promptly holds whatever faults were near.
                 held = false;
                 if let Some(mechanism) = facts.touched(n) {
                     verdicts::excused(mechanism);

@@ -91,6 +91,17 @@ impl Facts<'_> {
                 _ => {}
             }
         }
+        // The relayer wrote its reply before the deadline, and a stall or a held link kept the
+        // stream's bytes from the bridge until (within the slack of) the deadline (relay hunt seed 2026,
+        // v1.relay.none.ec68f2ccd3d04994: a stall from 5 028 ms held the reply written at
+        // 5 825 ms past the 8 929 ms deadline).
+        let held_back = story.sent.iter().any(|sent| {
+            let released = self.stories.released_ms(&sent.session, sent.at_ms, 2 * self.slack_ms);
+            sent.at_ms < deadline && released > sent.at_ms && released + 3 * self.slack_ms >= deadline
+        });
+        if held_back && !in_time {
+            return Some("a stall or held link kept its reply from the bridge past the deadline");
+        }
         // A reset is no refusal (its status is the relayer's, or 0 when it was cut unread): it is
         // judged above, by whether it could force the outcome.
         if story.posts.iter().any(|p| p.status != 202 && !p.reset) {
@@ -134,12 +145,17 @@ impl Facts<'_> {
         if backlog && own_first + 2 * self.slack_ms >= deadline {
             return Some("the backlog an outage left held it in the pump's queue past its deadline");
         }
-        // A global fault excuses what its own window meets (up to a round trip after it), and
-        // the reconnect it causes only as observed: a moment of the request's life with no
-        // stream open, when the bridge had no session to carry it.
-        if let Some(name) = self.stories.global_fault_meets(request.at_ms, end, 2 * self.slack_ms + CONNECT_MS) {
-            return Some(global_fault_excuse(name));
+        // A held link carries nothing either way: a request whose life ended while it held (or
+        // within a round trip of its end) could reach the relayer, or its answer the bridge, by
+        // no path (relay hunt seed 2026, v1.relay.none.83c1509bf8df3901: a hold from 11 889 to
+        // 27 000 ms took the bridge's reconnect and both tools/list past their deadline).
+        if self.stories.link_held_at(end, end, 2 * self.slack_ms + CONNECT_MS).is_some() {
+            return Some("a held link cut the bridge off from the relayer as its life ended");
         }
+        // A global fault (a stream's end, a stall, a bounce, a held link) excuses only through
+        // its observed effects: a reply it kept back (above), a POST it refused or reset, or a
+        // moment of the request's life with no stream open, when the bridge had no session to
+        // carry it. Its window alone excuses nothing.
         if self.stories.no_stream_during(request.at_ms, end) {
             return Some("no stream was open for part of its life (the bridge was reconnecting)");
         }
@@ -155,7 +171,13 @@ impl Facts<'_> {
         if !story.action.is_empty() && slow {
             return Some("its tool ran past the call deadline");
         }
-        None
+        // Last, and named apart: a global fault's window that met its life (up to a round trip
+        // after it), with none of the effects above observed. What falls here is the residue no
+        // mechanism explains yet (a 3 x 2 000 soak without it: 3 sdk_rmcp cases, rmcp's
+        // transport closed during a stream_flap window, `Transport closed` on every later call:
+        // docs/findings.md, "rmcp's transport under a long stream flap"); each is a candidate finding, not a
+        // verdict, and its share is in the accounting.
+        self.stories.global_fault_meets(request.at_ms, end, 2 * self.slack_ms + CONNECT_MS).map(global_fault_excuse)
     }
 
     /// The POST of a request whose acceptance the bridge read (the relayer answered 202, the
@@ -356,17 +378,18 @@ fn last_list_before<'f>(facts: &'f Facts<'_>, index: usize) -> Option<&'f Sent> 
     lists.flat_map(|(_, story)| &story.sent).filter(|sent| sent.index < index).max_by_key(|sent| sent.index)
 }
 
-/// The excuse a global fault gives a request whose life its influence met.
+/// The residual excuse a global fault's window gives a request whose life it met, with no
+/// observed effect to name ([`Facts::touched`], last).
 fn global_fault_excuse(name: &str) -> &'static str {
     match name {
-        "withhold_replies" => "withhold_replies met its life",
-        "stream_stall" => "stream_stall met its life",
-        "stream_eof" => "stream_eof met its life",
-        "stream_flap" => "stream_flap met its life",
-        "relayer_bounce" => "relayer_bounce met its life",
-        "link_hold" => "link_hold met its life",
-        "stdin_eof" => "stdin_eof met its life",
-        _ => "a global fault met its life",
+        "withhold_replies" => "withhold_replies met its life (no effect observed)",
+        "stream_stall" => "stream_stall met its life (no effect observed)",
+        "stream_eof" => "stream_eof met its life (no effect observed)",
+        "stream_flap" => "stream_flap met its life (no effect observed)",
+        "relayer_bounce" => "relayer_bounce met its life (no effect observed)",
+        "link_hold" => "link_hold met its life (no effect observed)",
+        "stdin_eof" => "stdin_eof met its life (no effect observed)",
+        _ => "a global fault met its life (no effect observed)",
     }
 }
 
