@@ -103,7 +103,7 @@ pub fn requests_posted_promptly(facts: &Facts<'_>) -> Vec<Violation> {
             // A held link carries no POST: a gap it spans, to within a round trip, is its own
             // (relay hunt seed 2026, v1.relay.none.a2806e6a5e644c16: a hold from 2 387 to
             // 3 774 ms kept the POST sent at 2 450 ms until 3 850 ms).
-            let held_link = || facts.stories.link_held_at(last, at, gap_ms).is_some();
+            let held_link = || facts.stories.link_held(last, at, gap_ms);
             if at.saturating_sub(last) > gap_ms && !held_link() {
                 // A gap is excused only by what touched the request (a refusal or reset ahead
                 // of it, a reconnect): a request posted promptly holds whatever faults were near.

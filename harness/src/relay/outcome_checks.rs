@@ -92,9 +92,9 @@ impl Facts<'_> {
             }
         }
         // The relayer wrote its reply before the deadline, and a stall or a held link kept the
-        // stream's bytes from the bridge until (within the slack of) the deadline (relay hunt seed 2026,
-        // v1.relay.none.ec68f2ccd3d04994: a stall from 5 028 ms held the reply written at
-        // 5 825 ms past the 8 929 ms deadline).
+        // stream's bytes from the bridge until (within the slack of) the deadline (relay hunt
+        // seed 2026, v1.relay.none.ec68f2ccd3d04994: a stall from 5 028 ms held the reply
+        // written at 5 825 ms past the 8 929 ms deadline).
         let held_back = story.sent.iter().any(|sent| {
             let released = self.stories.released_ms(&sent.session, sent.at_ms, 2 * self.slack_ms);
             sent.at_ms < deadline && released > sent.at_ms && released + 3 * self.slack_ms >= deadline
@@ -149,7 +149,7 @@ impl Facts<'_> {
         // within a round trip of its end) could reach the relayer, or its answer the bridge, by
         // no path (relay hunt seed 2026, v1.relay.none.83c1509bf8df3901: a hold from 11 889 to
         // 27 000 ms took the bridge's reconnect and both tools/list past their deadline).
-        if self.stories.link_held_at(end, end, 2 * self.slack_ms + CONNECT_MS).is_some() {
+        if self.stories.link_held(end, end, 2 * self.slack_ms + CONNECT_MS) {
             return Some("a held link cut the bridge off from the relayer as its life ended");
         }
         // A global fault (a stream's end, a stall, a bounce, a held link) excuses only through
@@ -175,8 +175,8 @@ impl Facts<'_> {
         // after it), with none of the effects above observed. What falls here is the residue no
         // mechanism explains yet (a 3 x 2 000 soak without it: 3 sdk_rmcp cases, rmcp's
         // transport closed during a stream_flap window, `Transport closed` on every later call:
-        // docs/findings.md, "rmcp's transport under a long stream flap"); each is a candidate finding, not a
-        // verdict, and its share is in the accounting.
+        // docs/findings.md, "rmcp's transport under a long stream flap"); each is a candidate
+        // finding, not a verdict, and its share is in the accounting.
         self.stories.global_fault_meets(request.at_ms, end, 2 * self.slack_ms + CONNECT_MS).map(global_fault_excuse)
     }
 

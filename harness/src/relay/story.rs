@@ -463,22 +463,11 @@ impl Stories {
         }
     }
 
-    /// The held link (`link_hold`: nothing passes between the bridge and the relayer, either
-    /// way) that began by `to` and lasted until within `margin_ms` of it, if any: `(start, end)`.
-    pub fn link_held_at(&self, from: u64, to: u64, margin_ms: u64) -> Option<(u64, u64)> {
-        let holds = self.global_faults.iter().filter(|(name, _, _)| name == "link_hold");
-        holds.map(|(_, start, end)| (*start, *end)).find(|(start, end)| *start <= from + margin_ms && to <= end + margin_ms)
-    }
-
-    /// Whether a global fault's influence, `[start, end + recovery]`, meets `[from, to]`. A
-    /// `post_reset` window acts only through the POSTs it cuts, which the checkers weigh one by
-    /// one (`Facts::touched`), so its window alone excuses nothing.
-    pub fn global_fault_meets(&self, from: u64, to: u64, recovery_ms: u64) -> Option<&str> {
-        self.global_faults
-            .iter()
-            .filter(|(name, _, _)| name != "post_reset")
-            .find(|(_, start, end)| *start <= to && end + recovery_ms >= from)
-            .map(|(name, _, _)| name.as_str())
+    /// Whether a held link (`link_hold`: nothing passes between the bridge and the relayer,
+    /// either way) spanned `[from, to]`, to within `margin_ms` at each end.
+    pub fn link_held(&self, from: u64, to: u64, margin_ms: u64) -> bool {
+        let mut holds = self.global_faults.iter().filter(|(name, _, _)| name == "link_hold");
+        holds.any(|(_, start, end)| *start <= from + margin_ms && to <= end + margin_ms)
     }
 
     /// Whether a stream the relayer served ended inside `[from, to]` (a disruption every request
@@ -514,6 +503,17 @@ impl Stories {
             }
         }
         covered <= to
+    }
+
+    /// Whether a global fault's influence, `[start, end + recovery]`, meets `[from, to]`. A
+    /// `post_reset` window acts only through the POSTs it cuts, which the checkers weigh one by
+    /// one (`Facts::touched`), so its window alone excuses nothing.
+    pub fn global_fault_meets(&self, from: u64, to: u64, recovery_ms: u64) -> Option<&str> {
+        self.global_faults
+            .iter()
+            .filter(|(name, _, _)| name != "post_reset")
+            .find(|(_, start, end)| *start <= to && end + recovery_ms >= from)
+            .map(|(name, _, _)| name.as_str())
     }
 }
 
