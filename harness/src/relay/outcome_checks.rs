@@ -87,6 +87,7 @@ impl Facts<'_> {
                 // acceptance of the request: after one, the work is the relayer's, and its answer
                 // still comes (a replay is answered from the execution log).
                 "post_reset" if self.acceptance_read_before_reset(story).is_none() => return Some("post_reset cut a POST of it"),
+                "post_reset" if self.replays_cut_after_outage(story) => return Some("an outage lost its reply and post_reset cut every replay of it"),
                 "late_reply" if !in_time => return Some("late_reply delayed its reply past the deadline"),
                 _ => {}
             }
@@ -101,6 +102,15 @@ impl Facts<'_> {
         });
         if held_back && !in_time {
             return Some("a stall or held link kept its reply from the bridge past the deadline");
+        }
+        // A flap dropped the stream its POST was answered with before a byte of it, so no event
+        // id came that the bridge could resume it from (Streamable HTTP resumes a stream only
+        // after an event id: the answer written there later reaches no one), and no reply came
+        // in time another way (sdk_rmcp, v1.sdk_rmcp.none.35aa642faa126d63: rmcp then fails the
+        // call, "Transport closed").
+        let dropped = story.post_streams.iter().any(|&stream| self.stories.streams[stream].dropped_unwritten());
+        if dropped && !in_time {
+            return Some("stream_flap dropped its POST's stream before any event of it, leaving nothing to resume");
         }
         // A reset is no refusal (its status is the relayer's, or 0 when it was cut unread): it is
         // judged above, by whether it could force the outcome.
@@ -153,11 +163,18 @@ impl Facts<'_> {
             return Some("a held link cut the bridge off from the relayer as its life ended");
         }
         // A global fault (a stream's end, a stall, a bounce, a held link) excuses only through
-        // its observed effects: a reply it kept back (above), a POST it refused or reset, or a
-        // moment of the request's life with no stream open, when the bridge had no session to
-        // carry it. Its window alone excuses nothing.
-        if self.stories.no_stream_during(request.at_ms, end) {
-            return Some("no stream was open for part of its life (the bridge was reconnecting)");
+        // its observed effects: a reply it kept back (above), a POST it refused or reset, or an
+        // outage of the request's life (no stream open: the bridge had no session to carry it)
+        // that lasted until too late for it to be served. The bridge buffers what is written in
+        // an outage and replays what was in flight to the new session (MODEL.md §1.4), so once
+        // a stream is back, the request needs only a connect, its POST's round trip and its
+        // tool's run (as observed) before its deadline; an outage that healed in time excuses
+        // nothing, and a bridge that gave up during it is judged on that decision.
+        if let Some(back) = self.stories.back_after_outage(request.at_ms, end) {
+            let run = story.done_ms.zip(story.execs.first()).map_or(0, |(done, (_, exec))| done.saturating_sub(*exec));
+            if back.saturating_add(CONNECT_MS + 2 * self.slack_ms + run) >= deadline {
+                return Some("no stream was open until too late for it to be served (the bridge was reconnecting)");
+            }
         }
         if let Some((_, eof, _)) = &self.stories.client_eof {
             if *eof <= end {
@@ -167,8 +184,9 @@ impl Facts<'_> {
         if self.cancelled_by_client(request) {
             return Some("the client cancelled it");
         }
+        // A tool that never ran (its call was never served) ran past nothing.
         let slow = story.done_ms.is_none_or(|done| done + self.slack_ms >= request.at_ms + self.call_timeout_ms);
-        if !story.action.is_empty() && slow {
+        if !story.action.is_empty() && !story.execs.is_empty() && slow {
             return Some("its tool ran past the call deadline");
         }
         // Last, and named apart: a global fault's window that met its life (up to a round trip
@@ -186,6 +204,20 @@ impl Facts<'_> {
     fn acceptance_read_before_reset<'s>(&self, story: &'s Story) -> Option<&'s Post> {
         let last_reset = story.posts.iter().rposition(|p| p.reset)?;
         story.posts[..last_reset].iter().find(|p| p.status == 202 && !p.reset && !self.unseen_connect(p.at_ms, p.at_ms + CONNECT_MS))
+    }
+
+    /// Whether the bridge's session ended between the relayer's accepted POST of a request and
+    /// its replays (a moment with no stream open), no reply to it was written while a stream was
+    /// open to carry it, and the injected reset cut every replay: the answer the acceptance
+    /// promised could come by no path. (A bridge that did not replay, or whose replay got
+    /// through, is judged.)
+    fn replays_cut_after_outage(&self, story: &Story) -> bool {
+        let Some(accepted) = self.acceptance_read_before_reset(story) else { return false };
+        let replays: Vec<&Post> = story.posts.iter().filter(|p| p.index > accepted.index).collect();
+        let Some(first) = replays.first() else { return false };
+        replays.iter().all(|p| p.reset)
+            && self.stories.no_stream_during(accepted.at_ms, first.at_ms)
+            && story.sent.iter().all(|sent| self.stories.no_stream_during(sent.at_ms, sent.at_ms))
     }
 
     /// Whether the client itself cancelled `request`: it wrote a `notifications/cancelled` naming
