@@ -1288,37 +1288,127 @@ fn user_outcomes_excuses_an_outage_only_until_too_late_to_serve() {
     assert_eq!(cols, ["excused: no stream was open until too late for it to be served (the bridge was reconnecting)"]);
 }
 
-// sdk_rmcp soak v1.sdk_rmcp.none.35aa642faa126d63 (a 3 x 2 000 soak with no window excuse):
-// a stream_flap dropped the stream the server answered call 1's POST with as it opened, so rmcp
-// had no event id to resume it from, and it failed the call ("Transport closed") although the
-// tool ran. The sdk families' server writes nothing on a flapped stream; the live mock may have
-// written its opening (a priming event carries an id), so there the flap excuses nothing by
-// itself. No flap, no excuse.
+// sdk_rmcp soak v1.sdk_rmcp.none.35aa642faa126d63 (a 3 x 2 000 soak with no window excuse),
+// sdk hunt v1.sdk.none.026adfa100cabc9d: a stream_flap dropped the stream the server answered
+// call 1's POST with as it opened, before a byte of it, so rmcp had no event id to resume it
+// from and failed the call ("Transport closed") although the tool ran. The sdk_rmcp server
+// writes nothing on a flapped stream (style `rmcp`); the mock writes the stream's opening (a
+// priming event with an id) unless the flap says `after_endpoint: false`. A flap that writes
+// first, or no flap, excuses nothing.
 #[test]
 fn user_outcomes_excuses_a_post_stream_a_flap_dropped_unwritten() {
-    let case = |style: &str, flapped: bool| {
+    let case_sent = |style: &str, flapped: bool, window: Option<bool>, sent_on: Option<&str>| {
         let stream = |kind: &str, at: u64, label: &str| relayer(at, kind, &[("session", json!("s1")), ("stream", json!(label)), ("style", json!(style)), ("by", json!("relayer"))]);
-        let mut events = vec![
-            std_spec(),
-            stream("stream.open", 0, "get-1"),
-            send(100, &call(json!(1), "a1")),
-            r_post(110, "s1", "1", "tools/call", "a1", 202),
-            stream("stream.open", 110, "post-2"),
-        ];
+        let flap = |phase: &str, at: u64, writes: bool| {
+            let detail = json!({"fault": "stream_flap", "at_ms": 50, "for_ms": 5_000, "after_endpoint": writes}).to_string();
+            TraceEvent::new(at, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("stream_flap")), ("phase", json!(phase)), ("detail", json!(detail))])
+        };
+        let mut events = vec![std_spec(), stream("stream.open", 0, "get-1")];
+        events.extend(window.map(|writes| flap("start", 50, writes)));
+        events.extend([send(100, &call(json!(1), "a1")), r_post(110, "s1", "1", "tools/call", "a1", 202), stream("stream.open", 110, "post-2")]);
         if flapped {
             events.push(relayer(110, kind::FAULT_FIRED, &[("fault", json!("stream_flap")), ("id", json!("")), ("client_id", json!("")), ("action", json!("")), ("session", json!("s1"))]));
         }
-        events.extend([stream("stream.close", 110, "post-2"), recv(120, &rpc_error(Some(json!(1)), -32603, "tools/call: Transport closed"))]);
+        events.push(stream("stream.close", 110, "post-2"));
+        if let Some(label) = sent_on {
+            let mut sent = r_sent(115, "1", "a1", "s1", &tool_result(json!(1), "remember a1: done", false));
+            sent.fields.push(("stream".into(), json!(label)));
+            events.push(sent);
+        }
+        events.push(recv(120, &rpc_error(Some(json!(1)), -32603, "tools/call: Transport closed")));
         let trace = Trace { events };
         let schema = McpSchema::new();
         let (found, cells) = crate::verdicts::counting(|| crate::verdicts::run(&[("user_outcomes", outcome_checks::user_outcomes)], &Facts::new(&trace, &schema)));
         (found, cells.into_iter().map(|cell| cell.col).collect::<Vec<_>>())
     };
-    let (found, cols) = case("rmcp", true);
+    let case = |style: &str, flapped: bool, window: Option<bool>| case_sent(style, flapped, window, None);
+    let dropped = ["excused: stream_flap dropped its POST's stream before any event of it, leaving nothing to resume"];
+    let (found, cols) = case("rmcp", true, None);
     assert_clean(&found);
-    assert_eq!(cols, ["excused: stream_flap dropped its POST's stream before any event of it, leaving nothing to resume"]);
-    assert_eq!(case("crlf", true).1, ["failed"]);
-    assert_eq!(case("rmcp", false).1, ["failed"]);
+    assert_eq!(cols, dropped);
+    assert_eq!(case("crlf", true, Some(false)).1, dropped);
+    // The relayer logs the reply it writes to the dropped stream: it reached no one
+    // (v1.sdk.none.026adfa100cabc9d). One written to a stream still open came through: only the
+    // named fallback is left.
+    assert_eq!(case_sent("crlf", true, Some(false), Some("post-2")).1, dropped);
+    assert_eq!(case_sent("crlf", true, Some(false), Some("get-1")).1, ["excused: stream_flap met its life (no effect observed)"]);
+    // A flap that writes the opening first: the bridge had an id to resume from. (Its window
+    // still meets the call: only the named fallback takes it.)
+    assert_eq!(case("crlf", true, Some(true)).1, ["excused: stream_flap met its life (no effect observed)"]);
+    assert_eq!(case("crlf", true, None).1, ["failed"]);
+    assert_eq!(case("rmcp", false, None).1, ["failed"]);
+}
+
+/// The excuse columns `user_outcomes` counts for `events`.
+fn outcome_cols(events: Vec<TraceEvent>) -> Vec<String> {
+    let trace = Trace { events };
+    let schema = McpSchema::new();
+    let (_, cells) = crate::verdicts::counting(|| crate::verdicts::run(&[("user_outcomes", outcome_checks::user_outcomes)], &Facts::new(&trace, &schema)));
+    cells.into_iter().map(|cell| cell.col).collect()
+}
+
+// sdk v1.sdk.none.e6a94890879c99b8: the relayer restarted while call 1 was in flight (its POST
+// accepted, its tool running), and rmcp failed the call as the connection died ("Transport send
+// error"). A bridge that fails it long after the restart decided to, and is judged.
+#[test]
+fn user_outcomes_excuses_a_restart_only_as_the_connection_dies() {
+    let case = |answered_ms: u64| {
+        let start = |at: u64, boot: u64| relayer(at, kind::RELAYER_START, &[("boot", json!(boot))]);
+        outcome_cols(vec![
+            std_spec(),
+            start(0, 1),
+            send(100, &call(json!(1), "a1")),
+            r_post(110, "s1", "1", "tools/call", "a1", 202),
+            start(500, 2),
+            recv(answered_ms, &rpc_error(Some(json!(1)), -32603, "tools/call: Transport send error")),
+        ])
+    };
+    assert_eq!(case(520), ["excused: a relayer restart cut it in flight, and the bridge failed it as the connection died"]);
+    assert_eq!(case(900), ["failed"]);
+}
+
+// sdk_rmcp v1.sdk_rmcp.none.b2ebd266e510a628 (R1 of docs/findings.md): a stream_eof cut the
+// stream answering call 1's POST while its tool ran, and rmcp's server never wrote the answer
+// anywhere. An answer written, or no fault at the cut, leaves it to the other rules.
+#[test]
+fn user_outcomes_excuses_an_answer_the_server_never_wrote_after_a_cut() {
+    let case = |faulted: bool, written: bool| {
+        let stream = |kind: &str, at: u64| relayer(at, kind, &[("session", json!("s1")), ("stream", json!("post-2")), ("style", json!("rmcp")), ("by", json!("relayer"))]);
+        let get = relayer(0, kind::STREAM_OPEN, &[("session", json!("s1")), ("stream", json!("get-1")), ("style", json!("rmcp"))]);
+        let mut events = vec![std_spec(), get, send(100, &call(json!(1), "a1")), r_post(110, "s1", "1", "tools/call", "a1", 202), stream("stream.open", 110)];
+        events.push(relayer(110, kind::TOOL_EXEC, &[("id", json!("1")), ("tool", json!("remember")), ("action", json!("a1")), ("key", json!("")), ("session", json!("s1"))]));
+        if faulted {
+            events.push(TraceEvent::new(200, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("stream_eof")), ("phase", json!("start")), ("detail", json!("e"))]));
+        }
+        events.extend([stream("stream.close", 200), tool_done(300, "1", "a1", "", true)]);
+        if written {
+            events.push(r_sent(300, "1", "a1", "s1", &tool_result(json!(1), "remember a1: done", false)));
+        }
+        events.push(recv(900, &rpc_error(Some(json!(1)), -32603, "tools/call: Transport closed")));
+        outcome_cols(events)
+    };
+    assert_eq!(case(true, false), ["excused: a fault cut its POST's stream while it ran, and the server never wrote its answer"]);
+    assert_eq!(case(false, false), ["failed"]);
+    assert_eq!(case(true, true), ["excused: stream_eof met its life (no effect observed)"]);
+}
+
+// sdk v1.sdk.none.7050d04de4d31da2: a flap dropped the stream answering the session's
+// `initialize` before a byte (rmcp's server), so the handshake's answer is lost as surely as a
+// swallowed one; a flap that writes first on the mock's stream, or a dropped stream of another
+// POST, loses no handshake.
+#[test]
+fn a_flap_that_drops_the_initialize_stream_loses_the_handshake() {
+    let lost = |style: &str, method: &str| {
+        let stream = |kind: &str| relayer(250, kind, &[("session", json!("s1")), ("stream", json!("post-1")), ("style", json!(style)), ("by", json!("relayer"))]);
+        let fired = relayer(250, kind::FAULT_FIRED, &[("fault", json!("stream_flap")), ("id", json!("")), ("client_id", json!("")), ("action", json!("")), ("session", json!("s1"))]);
+        let events = vec![std_spec(), r_post(250, "s1", "0", method, "", 202), stream("stream.open"), fired, stream("stream.close")];
+        let trace = Trace { events };
+        let schema = McpSchema::new();
+        Facts::new(&trace, &schema).stories.handshake_lost.clone()
+    };
+    assert_eq!(lost("rmcp", "initialize"), [250]);
+    assert!(lost("crlf", "initialize").is_empty());
+    assert!(lost("rmcp", "tools/list").is_empty());
 }
 
 // Hunt seed 5 (v1.relay.none.aca3daf33b224644): a request queued behind the session's

@@ -106,11 +106,37 @@ impl Facts<'_> {
         // A flap dropped the stream its POST was answered with before a byte of it, so no event
         // id came that the bridge could resume it from (Streamable HTTP resumes a stream only
         // after an event id: the answer written there later reaches no one), and no reply came
-        // in time another way (sdk_rmcp, v1.sdk_rmcp.none.35aa642faa126d63: rmcp then fails the
-        // call, "Transport closed").
-        let dropped = story.post_streams.iter().any(|&stream| self.stories.streams[stream].dropped_unwritten());
-        if dropped && !in_time {
+        // in time another way (sdk_rmcp v1.sdk_rmcp.none.35aa642faa126d63 and sdk
+        // v1.sdk.none.026adfa100cabc9d: rmcp then fails the call, "Transport closed").
+        let dropped: Vec<_> = story.post_streams.iter().map(|&n| &self.stories.streams[n]).filter(|stream| stream.dropped_unwritten).collect();
+        let on_dropped = |sent: &Sent| dropped.iter().any(|stream| stream.session == sent.session && stream.label == sent.stream);
+        let reached = story.sent.iter().filter(|sent| !on_dropped(sent)).any(|sent| self.stories.released_ms(&sent.session, sent.at_ms, 2 * self.slack_ms) + 3 * self.slack_ms < deadline);
+        if !dropped.is_empty() && !reached {
             return Some("stream_flap dropped its POST's stream before any event of it, leaving nothing to resume");
+        }
+        // A fault cut the stream its POST was answered with while its tool ran, and the server
+        // never wrote the answer, there or anywhere (rmcp's server drops it: R1 of
+        // docs/findings.md, sdk_rmcp v1.sdk_rmcp.none.b2ebd266e510a628).
+        let cut_by_fault = |stream: &super::story::Stream| {
+            stream.closed_ms.filter(|_| !stream.completed && !stream.closed_by_client).is_some_and(|closed| {
+                let mut faults = self.stories.global_faults.iter().filter(|(name, _, _)| matches!(name.as_str(), "stream_eof" | "stream_flap" | "relayer_bounce"));
+                faults.any(|(_, start, end)| *start <= closed && closed <= end + self.slack_ms)
+            })
+        };
+        let unwritten = story.sent.is_empty() && story.done_ms.is_some();
+        if unwritten && story.post_streams.iter().any(|&n| cut_by_fault(&self.stories.streams[n])) {
+            return Some("a fault cut its POST's stream while it ran, and the server never wrote its answer");
+        }
+        // The relayer restarted while it was in flight (written, its answer not yet written),
+        // destroying the work or the connection carrying it, and the bridge failed it as that
+        // connection died (sdk v1.sdk.none.e6a94890879c99b8: rmcp's "Transport send error" for
+        // a call whose tool was running, and for one whose POST was connecting). A bridge that
+        // fails it later is judged on that decision.
+        let restarted = self.stories.restarts.iter().any(|&restart| {
+            request.at_ms <= restart && story.sent.iter().all(|sent| sent.at_ms >= restart) && request.answered.as_ref().is_some_and(|a| a.at_ms >= restart && a.at_ms <= restart + CONNECT_MS + 2 * self.slack_ms)
+        });
+        if restarted {
+            return Some("a relayer restart cut it in flight, and the bridge failed it as the connection died");
         }
         // A reset is no refusal (its status is the relayer's, or 0 when it was cut unread): it is
         // judged above, by whether it could force the outcome.

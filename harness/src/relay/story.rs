@@ -29,21 +29,15 @@ pub struct Stream {
     /// The relayer ended it once everything it brought was written (a POST's stream after its
     /// response): no fault cut it, so every frame written before the end is delivered.
     pub completed: bool,
-    /// A `stream_flap` dropped it as it opened.
-    pub flapped: bool,
-    /// The wire form it wrote (`stream.open`'s `style`; `rmcp` for the sdk families' server).
+    /// A `stream_flap` dropped it as it opened, before a byte of it was written, so its peer
+    /// holds no event id to resume it from: the sdk_rmcp server drops a stream opened during a
+    /// flap before reading anything rmcp wrote (`bridge-under-test/src/sdk/server.rs`,
+    /// `relay_stream`, style `rmcp`); the mock writes a stream's opening first (a priming event
+    /// with an id, from protocol 2025-11-25) unless the flap says `after_endpoint: false`
+    /// (`bridge-under-test/src/relay/relayer/writer.rs`).
+    pub dropped_unwritten: bool,
+    /// The wire form it wrote (`stream.open`'s `style`).
     pub style: String,
-}
-
-impl Stream {
-    /// Whether a flap dropped it before a byte of it was written, so its peer holds no event id
-    /// to resume it from: the sdk families' server drops a stream opened during a flap before
-    /// reading anything rmcp wrote (`bridge-under-test/src/sdk/server.rs`, `relay_stream`). The
-    /// live mock may write its opening first (`relay/relayer/writer.rs`, a priming event from
-    /// protocol 2025-11-25), so its flaps leave this unknown, and excuse nothing.
-    pub fn dropped_unwritten(&self) -> bool {
-        self.flapped && self.style == "rmcp"
-    }
 }
 
 /// A window in which bytes on the streams were held back (a stall or a link hold): `(start,
@@ -106,6 +100,8 @@ pub struct Stories {
     /// Parallel to `Facts::requests`.
     pub of: Vec<Story>,
     pub streams: Vec<Stream>,
+    /// When the relayer restarted (each `relayer.start` after its first).
+    pub restarts: Vec<u64>,
     pub holds: Vec<Hold>,
     /// Windowed and instant faults that act on every request: `(name, start, end)`.
     pub global_faults: Vec<(String, u64, u64)>,
@@ -232,6 +228,8 @@ impl Stories {
         let mut open: BTreeMap<(String, String), usize> = BTreeMap::new();
         // Windowed faults by their detail (two faults of one kind may overlap): (name, start).
         let mut starts: BTreeMap<String, (String, u64)> = BTreeMap::new();
+        // The stream flaps in force, by detail: whether each writes a stream's opening first.
+        let mut flaps: BTreeMap<String, bool> = BTreeMap::new();
         for (index, event) in facts.trace.events.iter().enumerate() {
             match (event.host.as_str(), event.kind.as_str()) {
                 (host::CLIENT, kind::CLIENT_EOF) => {
@@ -244,18 +242,27 @@ impl Stories {
                         for (_, (name, start)) in std::mem::take(&mut starts) {
                             stories.end_fault(&name, start, event.at_ms);
                         }
+                        flaps.clear();
                     } else if event.text("phase") == "start" {
                         let windowed = matches!(fault.as_str(), "withhold_replies" | "stream_stall" | "link_hold" | "stream_flap" | "post_reject" | "post_reset");
+                        if fault == "stream_flap" {
+                            let writes = serde_json::from_str::<Value>(&event.text("detail")).ok().and_then(|d| d.get("after_endpoint")?.as_bool()).unwrap_or(true);
+                            flaps.insert(event.text("detail"), writes);
+                        }
                         if windowed {
                             starts.insert(event.text("detail"), (fault, event.at_ms));
                         } else {
                             stories.end_fault(&fault, event.at_ms, event.at_ms);
                         }
                     } else if let Some((_, start)) = starts.remove(&event.text("detail")) {
+                        flaps.remove(&event.text("detail"));
                         stories.end_fault(&fault, start, event.at_ms);
                     }
                 }
                 (host::RELAYER, kind::RELAYER_START) => {
+                    if index > 0 && facts.trace.events[..index].iter().any(|e| e.host == host::RELAYER && e.kind == kind::RELAYER_START) {
+                        stories.restarts.push(event.at_ms);
+                    }
                     for (_, stream) in std::mem::take(&mut open) {
                         stories.streams[stream].closed_ms = Some(event.at_ms);
                     }
@@ -271,7 +278,7 @@ impl Stories {
                         }
                     }
                     let style = event.text("style");
-                    stories.streams.push(Stream { session, label, opened_ms: event.at_ms, closed_ms: None, closed_by_client: false, completed: false, flapped: false, style });
+                    stories.streams.push(Stream { session, label, opened_ms: event.at_ms, closed_ms: None, closed_by_client: false, completed: false, dropped_unwritten: false, style });
                 }
                 (host::RELAYER, kind::STREAM_CLOSE) => {
                     if let Some(stream) = open.remove(&(event.text("session"), event.text("stream"))) {
@@ -406,10 +413,22 @@ impl Stories {
                     if fault == "post_reset" {
                         stories.reset_after_admit.extend(cut.map(|(post, _)| post));
                     }
-                    // A flap drops each stream of its session opened in that instant.
+                    // A flap drops each stream of its session opened in that instant; unwritten
+                    // when every flap in force writes nothing first.
                     if fault == "stream_flap" {
+                        let silent = !flaps.is_empty() && flaps.values().all(|writes| !writes);
+                        let mut dropped_post = false;
                         for stream in stories.streams.iter_mut().rev().take_while(|s| s.opened_ms == event.at_ms) {
-                            stream.flapped |= stream.session == session;
+                            let dropped = stream.session == session && (stream.style == "rmcp" || silent);
+                            stream.dropped_unwritten |= dropped;
+                            dropped_post |= dropped && stream.label.starts_with("post-");
+                        }
+                        // The stream answering the session's `initialize`: the handshake's
+                        // answer is lost (rmcp's `serve` fails, "connection closed: initialize
+                        // response", sdk v1.sdk.none.7050d04de4d31da2).
+                        let handshake = stories.all_posts.iter().rev().take_while(|p| p.1 == event.at_ms).any(|p| p.2 == session && p.4 == "initialize");
+                        if dropped_post && handshake {
+                            stories.handshake_lost.push(event.at_ms);
                         }
                     }
                     // A reset of an answer's POST is no request's, whatever id the answer shares
