@@ -12,7 +12,7 @@
 #![allow(clippy::disallowed_types)]
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -71,15 +71,34 @@ pub struct SimHttpClient {
     port: u16,
     /// Pass a refusal's id-less JSON-RPC error to rmcp as it came (`SdkBugs::refusal_without_id`).
     raw_refusals: bool,
+    /// The ids (canonical JSON) of the requests whose POST got a connection to the server
+    /// while the server still knew the session.
+    posted: Posted,
+    /// The server answered 404 to this session (it forgot it; sessions do not come back): a
+    /// request POSTed from then on cannot run, whatever its connection did.
+    forgotten: Arc<std::sync::atomic::AtomicBool>,
 }
 
+/// The ids of the requests a client's POST got a connection for: one set per session's client,
+/// so the bridge can tell a request the server never saw from one that may have run.
+pub type Posted = Arc<std::sync::Mutex<BTreeSet<String>>>;
+
 impl SimHttpClient {
-    pub fn new(host: &str, port: u16, raw_refusals: bool) -> Self {
-        Self { host: host.into(), port, raw_refusals }
+    pub fn new(host: &str, port: u16, raw_refusals: bool, posted: Posted) -> Self {
+        Self { host: host.into(), port, raw_refusals, posted, forgotten: Arc::default() }
     }
 
     async fn send(&self, request: Request<Full<Bytes>>) -> std::result::Result<http::Response<Incoming>, ClientError> {
+        self.send_request(request, None).await
+    }
+
+    /// Send `request`; a JSON-RPC request's id (`carrying`) goes into `posted` once the
+    /// connection is up, the first moment the server could read it.
+    async fn send_request(&self, request: Request<Full<Bytes>>, carrying: Option<String>) -> std::result::Result<http::Response<Incoming>, ClientError> {
         let stream = seam::TcpStream::connect((&*self.host, self.port)).await.map_err(ClientError::Io)?;
+        if let Some(id) = carrying.filter(|_| !self.forgotten.load(std::sync::atomic::Ordering::SeqCst)) {
+            self.posted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id);
+        }
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(ClientError::Hyper)?;
         tokio::spawn(async move {
@@ -143,13 +162,18 @@ impl StreamableHttpClient for SimHttpClient {
         if let Some(session) = session_id {
             builder = builder.header(SESSION_ID, session.as_ref());
         }
+        let carrying = match &message {
+            JsonRpcMessage::Request(request) => serde_json::to_value(&request.id).ok().map(|id| id.to_string()),
+            _ => None,
+        };
         let request = builder.body(Full::new(Bytes::from(body))).map_err(|e| client(ClientError::Http(e)))?;
-        let response = self.send(request).await.map_err(client)?;
+        let response = self.send_request(request, carrying).await.map_err(client)?;
         let status = response.status();
         if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
             return Ok(StreamableHttpPostResponse::Accepted);
         }
         if status == StatusCode::NOT_FOUND && attached {
+            self.forgotten.store(true, std::sync::atomic::Ordering::SeqCst);
             return Err(StreamableHttpError::SessionExpired);
         }
         let session = session_of(&response);
@@ -232,6 +256,7 @@ impl StreamableHttpClient for SimHttpClient {
         let mut builder = self
             .builder(Method::GET, &uri, auth_header, custom_headers)
             .header(http::header::ACCEPT, format!("{EVENT_STREAM}, {JSON}"));
+        let attached = session_id.is_some();
         if let Some(session) = session_id {
             builder = builder.header(SESSION_ID, session.as_ref());
         }
@@ -243,6 +268,9 @@ impl StreamableHttpClient for SimHttpClient {
         let status = response.status();
         if status == StatusCode::METHOD_NOT_ALLOWED {
             return Err(StreamableHttpError::ServerDoesNotSupportSse);
+        }
+        if status == StatusCode::NOT_FOUND && attached {
+            self.forgotten.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         if !status.is_success() {
             let body = body_bytes(response).await.unwrap_or_default();

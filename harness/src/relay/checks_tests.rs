@@ -1365,6 +1365,21 @@ fn user_outcomes_excuses_a_restart_only_as_the_connection_dies() {
     };
     assert_eq!(case(520), ["excused: a relayer restart cut it in flight, and the bridge failed it as the connection died"]);
     assert_eq!(case(900), ["failed"]);
+    // Written after the restart, before any 404 told the bridge the session was gone (sdk_rmcp
+    // soak v1.sdk_rmcp.none.834c4f015692b487; the 404 reaches the bridge a connect's time after
+    // the relayer wrote it, v1.sdk_rmcp.none.c5b7d8a533dbc3ed): failed as the bridge learned it,
+    // excused; failed long after, or written once the bridge knew, judged.
+    let learned = |written_ms: u64, answered_ms: u64| {
+        let start = |at: u64, boot: u64| relayer(at, kind::RELAYER_START, &[("boot", json!(boot))]);
+        let mut gone = r_post(700, "s1", "2", "tools/list", "", 404);
+        gone.fields.push(("cause".into(), json!("gone")));
+        let mut events = vec![std_spec(), start(0, 1), start(500, 2), send(written_ms, &call(json!(1), "a1")), gone, recv(answered_ms, &rpc_error(Some(json!(1)), -32603, "tools/call: Transport closed"))];
+        events.sort_by_key(|e| e.at_ms);
+        outcome_cols(events)
+    };
+    assert_eq!(learned(600, 750), ["excused: a relayer restart cut it in flight, and the bridge failed it as the connection died"]);
+    assert_eq!(learned(600, 1_300), ["failed"]);
+    assert_eq!(learned(850, 900), ["failed"]);
 }
 
 // sdk_rmcp v1.sdk_rmcp.none.b2ebd266e510a628 (R1 of docs/findings.md): a stream_eof cut the

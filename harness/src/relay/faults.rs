@@ -76,6 +76,20 @@ pub use bridge_under_test::relay::knobs::SERVER_ID_META;
 
 impl ServerMessage {
     /// The JSON-RPC message sent at `at_ms` (a request's id is `srv-<at_ms>`).
+    /// [`Self::message`], with an id no earlier note of `sent` carries: two requests of one
+    /// millisecond would otherwise share one, which JSON-RPC forbids (sdk soak,
+    /// `v1.sdk.none.89f3376db31cf524`: a `ping` and a `roots/list` both `srv-4172`, and rmcp's
+    /// answer to the ping stood for the client's answer to the roots/list).
+    pub fn message_among(self, at_ms: u64, sent: &[serde_json::Value]) -> serde_json::Value {
+        let mut msg = self.message(at_ms);
+        let Some(base) = msg.get("id").and_then(serde_json::Value::as_str).map(str::to_string) else { return msg };
+        let taken = |id: &str| sent.iter().any(|note| note.get("id").and_then(serde_json::Value::as_str) == Some(id));
+        let id = (2..).map(|n| format!("{base}-{n}")).find(|id| !taken(id)).filter(|_| taken(&base)).unwrap_or(base);
+        msg["id"] = serde_json::json!(id);
+        msg["params"]["_meta"][SERVER_ID_META] = serde_json::json!(id);
+        msg
+    }
+
     pub fn message(self, at_ms: u64) -> serde_json::Value {
         use serde_json::json;
         let id = format!("srv-{at_ms}");
@@ -217,7 +231,10 @@ pub fn act(fault: &RelayFault, phase: Phase, targets: &Targets<'_>) -> Option<Ne
         RelayFault::LinkHold { .. } => network = Some(NetworkAction::Release),
         RelayFault::StdinEof { .. } => targets.close_stdin.notify_one(),
         RelayFault::PostReset { after_admit, .. } => knobs.reset_posts = on.then_some(*after_admit),
-        RelayFault::ServerMessage { at_ms, message } => knobs.push_server_note(message.message(*at_ms)),
+        RelayFault::ServerMessage { at_ms, message } => {
+            let note = message.message_among(*at_ms, &knobs.server_notes);
+            knobs.push_server_note(note);
+        }
     }
     knobs.notify();
     network
@@ -243,6 +260,19 @@ pub fn heal_knobs(knobs: &SharedKnobs) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_requests_of_one_millisecond_get_distinct_ids() {
+        let ping = ServerMessage::Ping.message_among(4_172, &[]);
+        assert_eq!(ping["id"], "srv-4172");
+        let roots = ServerMessage::RootsList.message_among(4_172, std::slice::from_ref(&ping));
+        assert_eq!(roots["id"], "srv-4172-2");
+        assert_eq!(roots["params"]["_meta"][SERVER_ID_META], "srv-4172-2");
+        let third = ServerMessage::Ping.message_among(4_172, &[ping.clone(), roots]);
+        assert_eq!(third["id"], "srv-4172-3");
+        // A notification has no id to share.
+        assert!(ServerMessage::Log.message_among(4_172, &[ping]).get("id").is_none());
+    }
 
     #[test]
     fn faults_round_trip_through_json() {

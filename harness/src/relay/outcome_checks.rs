@@ -127,13 +127,21 @@ impl Facts<'_> {
         if unwritten && story.post_streams.iter().any(|&n| cut_by_fault(&self.stories.streams[n])) {
             return Some("a fault cut its POST's stream while it ran, and the server never wrote its answer");
         }
-        // The relayer restarted while it was in flight (written, its answer not yet written),
-        // destroying the work or the connection carrying it, and the bridge failed it as that
-        // connection died (sdk v1.sdk.none.e6a94890879c99b8: rmcp's "Transport send error" for
-        // a call whose tool was running, and for one whose POST was connecting). A bridge that
-        // fails it later is judged on that decision.
-        let restarted = self.stories.restarts.iter().any(|&restart| {
-            request.at_ms <= restart && story.sent.iter().all(|sent| sent.at_ms >= restart) && request.answered.as_ref().is_some_and(|a| a.at_ms >= restart && a.at_ms <= restart + CONNECT_MS + 2 * self.slack_ms)
+        // The relayer restarted while it was in flight, or before the bridge could know (no
+        // 404 had told it the session was gone), its answer not yet written: the restart
+        // destroyed the work or the connection carrying it, or left a request the bridge could
+        // not tell run from unrun. Excused when the bridge failed it as the connection died or
+        // as it learned the session was gone (sdk v1.sdk.none.e6a94890879c99b8: rmcp's
+        // "Transport send error" for a call whose tool was running, and for one whose POST was
+        // connecting; sdk_rmcp soak v1.sdk_rmcp.none.834c4f015692b487: a write POSTed on the
+        // forgotten session just before the first 404, which the bridge may not send again). A
+        // bridge that fails it later is judged on that decision.
+        let restarted = self.stories.restarts.iter().any(|&(restart, told)| {
+            // The 404 reaches the bridge a connect's time after the relayer wrote it.
+            let learned = if told == u64::MAX { restart } else { told + CONNECT_MS };
+            request.at_ms <= learned
+                && story.sent.iter().all(|sent| sent.at_ms >= restart)
+                && request.answered.as_ref().is_some_and(|a| a.at_ms >= restart && a.at_ms <= learned + CONNECT_MS + 2 * self.slack_ms)
         });
         if restarted {
             return Some("a relayer restart cut it in flight, and the bridge failed it as the connection died");

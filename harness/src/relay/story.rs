@@ -100,8 +100,9 @@ pub struct Stories {
     /// Parallel to `Facts::requests`.
     pub of: Vec<Story>,
     pub streams: Vec<Stream>,
-    /// When the relayer restarted (each `relayer.start` after its first).
-    pub restarts: Vec<u64>,
+    /// When the relayer restarted (each `relayer.start` after its first), and when the bridge
+    /// was first told a session was gone after it (a 404 of a POST or a GET; `u64::MAX`: never).
+    pub restarts: Vec<(u64, u64)>,
     pub holds: Vec<Hold>,
     /// Windowed and instant faults that act on every request: `(name, start, end)`.
     pub global_faults: Vec<(String, u64, u64)>,
@@ -261,7 +262,7 @@ impl Stories {
                 }
                 (host::RELAYER, kind::RELAYER_START) => {
                     if index > 0 && facts.trace.events[..index].iter().any(|e| e.host == host::RELAYER && e.kind == kind::RELAYER_START) {
-                        stories.restarts.push(event.at_ms);
+                        stories.restarts.push((event.at_ms, u64::MAX));
                     }
                     for (_, stream) in std::mem::take(&mut open) {
                         stories.streams[stream].closed_ms = Some(event.at_ms);
@@ -287,8 +288,12 @@ impl Stories {
                         stories.streams[stream].completed = event.text("by") == "complete";
                     }
                 }
+                (host::RELAYER, kind::STREAM_REFUSED) if event.text("cause") == "gone" => stories.told_gone(event.at_ms),
                 (host::RELAYER, kind::HTTP_POST) => {
                     let (session, status) = (event.text("session"), post_status(event));
+                    if event.text("cause") == "gone" {
+                        stories.told_gone(event.at_ms);
+                    }
                     stories.all_posts.push((index, event.at_ms, session.clone(), event.text("id"), event.text("method"), status));
                     if event.text("id").is_empty() {
                         continue;
@@ -530,6 +535,13 @@ impl Stories {
     /// Whether the relayer had any stream open at `at_ms`.
     pub fn any_stream_open(&self, at_ms: u64) -> bool {
         self.streams.iter().any(|s| s.opened_ms <= at_ms && s.closed_ms.is_none_or(|c| c > at_ms))
+    }
+
+    /// The relayer refused a request of a session its last restart forgot: the bridge is told.
+    fn told_gone(&mut self, at_ms: u64) {
+        if let Some((_, told)) = self.restarts.last_mut() {
+            *told = (*told).min(at_ms);
+        }
     }
 
     /// Whether the relayer had no stream open at some moment of `[from, to]` after its first
