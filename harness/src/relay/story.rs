@@ -225,6 +225,11 @@ impl Stories {
             by_own_action.or_else(|| carried.get(event)).or_else(|| owner(event, None))
         };
         let mut claimed: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
+        // The relayer's last POST, if a request's story took it: (its time, its session, the
+        // request). A POST answered with a stream opens it in the same instant.
+        let mut last_carried: Option<(u64, String, usize)> = None;
+        // Whether the relayer has started once: each later start is a restart.
+        let mut booted = false;
         // The connection serving each stream now, by (session, stream name).
         let mut open: BTreeMap<(String, String), usize> = BTreeMap::new();
         // Windowed faults by their detail (two faults of one kind may overlap): (name, start).
@@ -261,9 +266,10 @@ impl Stories {
                     }
                 }
                 (host::RELAYER, kind::RELAYER_START) => {
-                    if index > 0 && facts.trace.events[..index].iter().any(|e| e.host == host::RELAYER && e.kind == kind::RELAYER_START) {
+                    if booted {
                         stories.restarts.push((event.at_ms, u64::MAX));
                     }
+                    booted = true;
                     for (_, stream) in std::mem::take(&mut open) {
                         stories.streams[stream].closed_ms = Some(event.at_ms);
                     }
@@ -272,11 +278,8 @@ impl Stories {
                     let (session, label) = (event.text("session"), event.text("stream"));
                     open.insert((session.clone(), label.clone()), stories.streams.len());
                     // A POST answered with a stream opens it in the same instant, on its session.
-                    if label.starts_with("post-") {
-                        let post = stories.all_posts.iter().rev().find(|(_, at, s, _, _, _)| *at == event.at_ms && *s == session).map(|p| p.0);
-                        if let Some(n) = post.and_then(|post| stories.of.iter().position(|story| story.posts.iter().any(|p| p.index == post))) {
-                            stories.of[n].post_streams.push(stories.streams.len());
-                        }
+                    if let Some((_, _, n)) = last_carried.as_ref().filter(|(at, s, _)| label.starts_with("post-") && *at == event.at_ms && *s == session) {
+                        stories.of[*n].post_streams.push(stories.streams.len());
                     }
                     let style = event.text("style");
                     stories.streams.push(Stream { session, label, opened_ms: event.at_ms, closed_ms: None, closed_by_client: false, completed: false, dropped_unwritten: false, style });
@@ -295,6 +298,7 @@ impl Stories {
                         stories.told_gone(event.at_ms);
                     }
                     stories.all_posts.push((index, event.at_ms, session.clone(), event.text("id"), event.text("method"), status));
+                    last_carried = None;
                     if event.text("id").is_empty() {
                         continue;
                     }
@@ -366,6 +370,7 @@ impl Stories {
                         if facts.requests[n].method == method {
                             claimed.insert(n);
                             carried.insert(event, n);
+                            last_carried = Some((event.at_ms, session.clone(), n));
                             stories.of[n].posts.push(Post { index, at_ms: event.at_ms, session, status, reset: false });
                         }
                     }
