@@ -21,7 +21,7 @@ use rmcp::model::{
     LoggingMessageNotificationParam, PromptListChangedNotification, ResourceListChangedNotification, ResourceUpdatedNotification,
     ResourceUpdatedNotificationParam, ServerNotification, ServerRequest, ToolListChangedNotification,
 };
-use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
+use rmcp::service::{ClientInitializeError, NotificationContext, PeerRequestOptions, RequestContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, Peer, RoleClient, RoleServer, ServerHandler, ServiceExt};
@@ -102,7 +102,9 @@ impl Proxy {
         // A handshake with no answer in `HANDSHAKE_TIMEOUT` is started again on a new
         // connection, until one is answered or stdin closes: its answer was lost, and the
         // requests waiting on it wait for the next (rmcp would wait on the lost one forever).
+        // So is one whose answer's stream was cut (rmcp does not resume it), after a backoff.
         let posted = Posted::default();
+        let mut cuts = 0;
         let service = loop {
             lock(&posted).clear();
             let client = SimHttpClient::new(&self.config.host, self.config.port, self.config.bugs.refusal_without_id, posted.clone());
@@ -112,13 +114,16 @@ impl Proxy {
             }
             transport_config = transport_config.reinit_on_expired_session(self.config.bugs.rmcp_session_recovery);
             let handshake = self.client.clone().serve(StreamableHttpClientTransport::with_client(client, transport_config));
-            if self.config.bugs.handshake_without_timeout {
-                break handshake.await;
-            }
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-                Ok(answered) => break answered,
-                Err(_) if !self.closing.load(Ordering::SeqCst) => continue,
-                Err(_) => return Err(upstream_error("cannot connect to the server", format!("no answer to initialize in {} s", HANDSHAKE_TIMEOUT.as_secs()))),
+            let answered = if self.config.bugs.handshake_without_timeout { Some(handshake.await) } else { tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await.ok() };
+            let closing = self.closing.load(Ordering::SeqCst);
+            match answered {
+                Some(Err(ClientInitializeError::ConnectionClosed(_))) if !self.config.bugs.handshake_stream_not_resumed && !closing => {
+                    tokio::time::sleep(backoff(cuts).min(RETRY_CAP)).await;
+                    cuts += 1;
+                }
+                Some(answered) => break answered,
+                None if !closing => {}
+                None => return Err(upstream_error("cannot connect to the server", format!("no answer to initialize in {} s", HANDSHAKE_TIMEOUT.as_secs()))),
             }
         };
         let service = service.map_err(|e| upstream_error("cannot connect to the server", e))?;
@@ -281,7 +286,7 @@ impl Proxy {
                 if attempt == NOTE_RETRIES || peer.is_transport_closed() {
                     return Err(Refusal::Refused(text));
                 }
-                tokio::time::sleep(note_backoff(attempt)).await;
+                tokio::time::sleep(backoff(attempt)).await;
                 attempt += 1;
             }
             outbox.pop_front();
@@ -313,7 +318,7 @@ impl Proxy {
         }
     }
 
-    /// Keep trying the outbox after a refusal, on a backoff capped at `NOTE_RETRY_CAP`, until
+    /// Keep trying the outbox after a refusal, on a backoff capped at `RETRY_CAP`, until
     /// it is empty or the bridge shuts down: a client that writes nothing more is owed its
     /// notifications all the same. One such task at a time.
     fn retry_later(&self) {
@@ -324,7 +329,7 @@ impl Proxy {
         tokio::spawn(async move {
             let mut attempt = 0;
             loop {
-                tokio::time::sleep(note_backoff(NOTE_RETRIES + attempt).min(NOTE_RETRY_CAP)).await;
+                tokio::time::sleep(backoff(NOTE_RETRIES + attempt).min(RETRY_CAP)).await;
                 attempt += 1;
                 if proxy.closing.load(Ordering::SeqCst) {
                     break;
@@ -395,11 +400,12 @@ const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10
 
 /// How often a refused notification is tried again before the request behind it fails.
 const NOTE_RETRIES: u32 = 3;
-/// The longest wait between the outbox's later tries.
-const NOTE_RETRY_CAP: std::time::Duration = std::time::Duration::from_secs(5);
+/// The longest wait between the outbox's later tries, and between handshakes cut short.
+const RETRY_CAP: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The wait before try `attempt + 1` of a refused notification: 100 ms, doubling.
-fn note_backoff(attempt: u32) -> std::time::Duration {
+/// The wait before try `attempt + 1` of a refused notification or a cut handshake: 100 ms,
+/// doubling.
+fn backoff(attempt: u32) -> std::time::Duration {
     std::time::Duration::from_millis(100 << attempt.min(10))
 }
 

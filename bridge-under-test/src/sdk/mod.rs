@@ -45,6 +45,16 @@ crate::bug_switches! {
         /// every client request forever. The bridge gives each handshake `HANDSHAKE_TIMEOUT`
         /// and starts another on a new connection.
         handshake_without_timeout,
+        /// Fail the requests waiting on a handshake whose answer's stream was cut, as rmcp's
+        /// `serve` does. rmcp 3.11.0 reads the `initialize` POST's event stream to its end
+        /// without resuming it (`expect_initialized`, src/transport/streamable_http_client.rs:
+        /// 343-381; the worker quits, "process initialize response", `:1262-1265`), though it
+        /// resumes every later request's stream from its event id, so a stream cut before the
+        /// answer fails `serve` ("connection closed: initialize response",
+        /// src/service/client.rs:1015-1018) and every request waiting to be sent with it. The
+        /// bridge starts the handshake again on a new connection, backing off, as it does one
+        /// with no answer.
+        handshake_stream_not_resumed,
         /// Leave a session the server forgot to rmcp's recovery (`reinit_on_expired_session`,
         /// on by default). rmcp 3.11.0 answers a cancellation queued while it recovers `Ok` and
         /// never sends it (src/transport/streamable_http_client.rs:1435-1436, 1558-1568: R3),

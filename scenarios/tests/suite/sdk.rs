@@ -59,9 +59,13 @@ fn rmcp_resumes_a_cut_stream() {
 // soaks before the workaround (43 of 40 000), so its budget is its two races, which fail with it
 // on (`a_cancellation_written_during_a_session_recovery_reaches_the_server`,
 // `a_reply_lost_after_a_session_recovery_does_not_freeze_the_bridge`).
+// `handshake_stream_not_resumed` is left out too: it needs a flap to cut an `initialize`'s stream
+// while a request waits on it, 3 cases of 2 000 on seed 2026 before the workaround, so its
+// budget is its race (`a_handshake_whose_stream_was_cut_is_started_again`).
 #[test]
 fn every_sdk_switch_is_found_within_the_budget() {
-    let switches: Vec<&'static str> = SdkBugs::NAMES.iter().copied().filter(|s| *s != "rmcp_session_recovery").collect();
+    const BY_RACE: &[&str] = &["rmcp_session_recovery", "handshake_stream_not_resumed"];
+    let switches: Vec<&'static str> = SdkBugs::NAMES.iter().copied().filter(|s| !BY_RACE.contains(s)).collect();
     let missed = crate::missed_switches(&harness::sdk::SDK, &switches, 512, 0x0BAD_0031);
     assert_eq!(missed, Vec::<&str>::new());
 }
@@ -383,6 +387,28 @@ fn a_lost_handshake_answer_is_followed_by_a_new_handshake() {
     for id in [serde_json::json!(0), serde_json::json!("r11"), serde_json::json!(16)] {
         assert!(answer_to(&outcome, &id).is_some_and(|a| a.get("result").is_some()), "tools/list {id} is answered:\n{trace}");
     }
+}
+
+// Goal: a handshake whose answer's stream was cut costs the requests waiting on it a new
+// handshake, not their answers. Method: the sdk hunt's case (seed 2026,
+// v1.sdk.none.7050d04de4d31da2, shrunk): a stream_flap from 0 to 1 115 ms drops the stream of
+// each `initialize` POST after its priming event. rmcp's `serve` does not resume that stream and
+// fails ("connection closed: initialize response"), and with it the client's tools/list "1",
+// written at 749 ms while the second handshake was under way (switch
+// `handshake_stream_not_resumed`). The bridge starts the handshake again: the third is answered
+// and tools/list "1" is too.
+#[test]
+fn a_handshake_whose_stream_was_cut_is_started_again() {
+    let tools_list = serde_json::json!("1");
+    let rmcp = race_edited("handshake_stream_cut", |s| s["family"]["bugs"]["handshake_stream_not_resumed"] = serde_json::json!(true));
+    let failed = answer_to(&rmcp, &tools_list).and_then(|a| a.pointer("/error/message").and_then(serde_json::Value::as_str).map(str::to_string));
+    assert!(failed.is_some_and(|text| text.contains("initialize response")), "rmcp as released fails the waiting request");
+    let outcome = race("handshake_stream_cut");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let handshakes = outcome.trace.of_kind(kind::HTTP_POST).filter(|(_, e)| e.text("method") == "initialize").count();
+    assert_eq!(handshakes, 3, "a handshake follows each cut one:\n{trace}");
+    assert!(answer_to(&outcome, &tools_list).is_some_and(|a| a.get("result").is_some()), "tools/list \"1\" is answered:\n{trace}");
 }
 
 // Goal: a cancellation of a number the client has nothing in flight under leaves the client's
