@@ -105,9 +105,10 @@ impl Proxy {
         // So is one whose answer's stream was cut (rmcp does not resume it), after a backoff.
         let posted = Posted::default();
         let mut cuts = 0;
-        let service = loop {
+        let (service, gone) = loop {
             lock(&posted).clear();
             let client = SimHttpClient::new(&self.config.host, self.config.port, self.config.bugs.refusal_without_id, posted.clone());
+            let gone = client.gone();
             let mut transport_config = StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str());
             if let Some(token) = &self.config.token {
                 transport_config = transport_config.auth_header(token.as_str());
@@ -121,7 +122,7 @@ impl Proxy {
                     tokio::time::sleep(backoff(cuts).min(RETRY_CAP)).await;
                     cuts += 1;
                 }
-                Some(answered) => break answered,
+                Some(answered) => break (answered, gone),
                 None if !closing => {}
                 None => return Err(upstream_error("cannot connect to the server", format!("no answer to initialize in {} s", HANDSHAKE_TIMEOUT.as_secs()))),
             }
@@ -130,7 +131,26 @@ impl Proxy {
         let peer = service.peer().clone();
         *slot = Some(service);
         *lock(&self.posted) = posted.clone();
+        // rmcp's own recovery, when it is on, recovers the session itself.
+        if !self.config.bugs.forgotten_session_resumed && !self.config.bugs.rmcp_session_recovery {
+            self.leave_when_gone(gone, peer.clone());
+        }
         Ok((peer, posted))
+    }
+
+    /// Leave `peer`'s session once the server answers 404 to a GET of it: rmcp tries a
+    /// resumed stream's GET again on a 404 for ever and never fails the request that waits on
+    /// that stream, so without a POST of the bridge's own to meet the 404 the request waits for
+    /// good (sdk_rmcp hunt seed 2026, v1.sdk_rmcp.none.a9013d6a3e0026d7: a restart at 23 500 ms,
+    /// the first resume refused at 23 600 ms, the call failed only at 32 600 ms, after another
+    /// request's POST met a 404). Leaving the session fails what rmcp held, and each request the
+    /// server never ran goes on the next session ([`Proxy::send_and_wait`]).
+    fn leave_when_gone(&self, gone: Arc<tokio::sync::Notify>, peer: Peer<RoleClient>) {
+        let proxy = self.clone();
+        tokio::spawn(async move {
+            gone.notified().await;
+            proxy.expire(&peer).await;
+        });
     }
 
     /// Send what the outbox still holds, then close the upstream session (rmcp's `cancel`), if

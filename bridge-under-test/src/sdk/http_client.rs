@@ -77,6 +77,9 @@ pub struct SimHttpClient {
     /// The server answered 404 to this session (it forgot it; sessions do not come back): a
     /// request POSTed from then on cannot run, whatever its connection did.
     forgotten: Arc<std::sync::atomic::AtomicBool>,
+    /// Told once the server answers 404 to a GET of the session (a POST's 404 fails that
+    /// request, which the bridge sees; a GET's only makes rmcp try again).
+    gone: Arc<tokio::sync::Notify>,
 }
 
 /// The ids of the requests a client's POST got a connection for: one set per session's client,
@@ -85,7 +88,17 @@ pub type Posted = Arc<std::sync::Mutex<BTreeSet<String>>>;
 
 impl SimHttpClient {
     pub fn new(host: &str, port: u16, raw_refusals: bool, posted: Posted) -> Self {
-        Self { host: host.into(), port, raw_refusals, posted, forgotten: Arc::default() }
+        Self { host: host.into(), port, raw_refusals, posted, forgotten: Arc::default(), gone: Arc::default() }
+    }
+
+    /// Notified once the server has answered 404 to a GET of this client's session.
+    pub fn gone(&self) -> Arc<tokio::sync::Notify> {
+        self.gone.clone()
+    }
+
+    /// The server forgot the session: requests POSTed from now on cannot run.
+    fn forget(&self) {
+        self.forgotten.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     async fn send(&self, request: Request<Full<Bytes>>) -> std::result::Result<http::Response<Incoming>, ClientError> {
@@ -173,7 +186,7 @@ impl StreamableHttpClient for SimHttpClient {
             return Ok(StreamableHttpPostResponse::Accepted);
         }
         if status == StatusCode::NOT_FOUND && attached {
-            self.forgotten.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.forget();
             return Err(StreamableHttpError::SessionExpired);
         }
         let session = session_of(&response);
@@ -270,7 +283,8 @@ impl StreamableHttpClient for SimHttpClient {
             return Err(StreamableHttpError::ServerDoesNotSupportSse);
         }
         if status == StatusCode::NOT_FOUND && attached {
-            self.forgotten.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.forget();
+            self.gone.notify_one();
         }
         if !status.is_success() {
             let body = body_bytes(response).await.unwrap_or_default();

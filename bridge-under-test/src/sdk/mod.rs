@@ -55,6 +55,13 @@ crate::bug_switches! {
         /// bridge starts the handshake again on a new connection, backing off, as it does one
         /// with no answer.
         handshake_stream_not_resumed,
+        /// Leave a session whose resumed stream the server refuses (404: it forgot the session)
+        /// to rmcp. rmcp 3.11.0 tries the resumption's GET again on any error but a refused
+        /// SSE or an auth failure (`classify_reconnect_error`,
+        /// src/transport/streamable_http_client.rs:667-675), with no limit by default, and
+        /// never fails the request waiting on that stream: it waits until another POST of the
+        /// bridge meets a 404, or for ever. The bridge leaves the session at the first 404.
+        forgotten_session_resumed,
         /// Leave a session the server forgot to rmcp's recovery (`reinit_on_expired_session`,
         /// on by default). rmcp 3.11.0 answers a cancellation queued while it recovers `Ok` and
         /// never sends it (src/transport/streamable_http_client.rs:1435-1436, 1558-1568: R3),

@@ -61,10 +61,12 @@ fn rmcp_resumes_a_cut_stream() {
 // `a_reply_lost_after_a_session_recovery_does_not_freeze_the_bridge`).
 // `handshake_stream_not_resumed` is left out too: it needs a flap to cut an `initialize`'s stream
 // while a request waits on it, 3 cases of 2 000 on seed 2026 before the workaround, so its
-// budget is its race (`a_handshake_whose_stream_was_cut_is_started_again`).
+// budget is its race (`a_handshake_whose_stream_was_cut_is_started_again`), and so is
+// `forgotten_session_resumed`'s (a restart must destroy an answer on a stream rmcp then resumes,
+// with no POST after: `a_session_forgotten_under_a_resumption_is_left_at_once`).
 #[test]
 fn every_sdk_switch_is_found_within_the_budget() {
-    const BY_RACE: &[&str] = &["rmcp_session_recovery", "handshake_stream_not_resumed"];
+    const BY_RACE: &[&str] = &["rmcp_session_recovery", "handshake_stream_not_resumed", "forgotten_session_resumed"];
     let switches: Vec<&'static str> = SdkBugs::NAMES.iter().copied().filter(|s| !BY_RACE.contains(s)).collect();
     let missed = crate::missed_switches(&harness::sdk::SDK, &switches, 512, 0x0BAD_0031);
     assert_eq!(missed, Vec::<&str>::new());
@@ -141,6 +143,12 @@ fn rmcp_server_loses_a_response_whose_stream_was_cut() {
     }
     assert!(outcome.trace.of_kind(kind::REPLY_SENT).all(|(_, e)| e.text("id") != "1"), "no reply ever left for the call:\n{trace}");
     assert_eq!(answered(&outcome), ["0"], "the call is never answered:\n{trace}");
+}
+
+/// An edit for [`race_edited`]: the bridge leaves a forgotten session only when a POST of it
+/// meets the 404, not at a resumption's (switch `forgotten_session_resumed`).
+fn learn_from_posts(scenario: &mut serde_json::Value) {
+    scenario["family"]["bugs"]["forgotten_session_resumed"] = serde_json::json!(true);
 }
 
 /// Replay a race a hunt found, kept in `scenarios/races/sdk_<name>.json`.
@@ -411,6 +419,27 @@ fn a_handshake_whose_stream_was_cut_is_started_again() {
     assert!(answer_to(&outcome, &tools_list).is_some_and(|a| a.get("result").is_some()), "tools/list \"1\" is answered:\n{trace}");
 }
 
+// Goal: a call whose session the server forgot is answered as soon as a resumption meets the
+// 404, not when some later request happens to. Method: the sdk_rmcp hunt's case (seed 2026,
+// v1.sdk_rmcp.none.a9013d6a3e0026d7, shrunk): a stall holds the answer to call 1, written at
+// 23 434 ms, and a relayer restart at 23 500 ms destroys it. rmcp resumes the call's stream and
+// meets a 404 at 23 600 ms, tries the GET again for ever and never fails the call; it failed
+// only at 32 600 ms, when the client's next request met a 404 of its own (switch
+// `forgotten_session_resumed`). The bridge leaves the session at the first 404 of a GET: the
+// call, whose tool ran, fails at once, and nothing is judged.
+#[test]
+fn a_session_forgotten_under_a_resumption_is_left_at_once() {
+    let call = serde_json::json!(1);
+    let failed_at = |outcome: &Outcome| outcome.trace.of_kind(kind::MCP_RECV).find(|(_, e)| e.text("msg").contains("\"id\":1,")).map(|(_, e)| e.at_ms);
+    let rmcp = race_edited("rmcp_resume_refused_after_a_restart", |s| s["family"]["bugs"]["forgotten_session_resumed"] = serde_json::json!(true));
+    assert_eq!(failed_at(&rmcp), Some(32_600), "rmcp as released fails the call only when another request meets a 404");
+    let outcome = race("rmcp_resume_refused_after_a_restart");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    assert!(failed_at(&outcome).is_some_and(|at| at < 24_500), "call 1 fails as the 404 comes:\n{trace}");
+    assert!(answer_to(&outcome, &call).is_some_and(|a| a.get("error").is_some()), "its tool ran: it is not sent again:\n{trace}");
+}
+
 // Goal: a cancellation of a number the client has nothing in flight under leaves the client's
 // request of the same digits as a string alone (f92d17b's regression, found by the sdk soak:
 // v1.sdk.none.3b4c9b6b75ff4a60, shrunk, no fault). At 303 964 ms the client cancels 9 while its
@@ -450,10 +479,12 @@ fn a_client_that_initializes_is_heard_upstream_before_any_request() {
 // request, never for a notification (a cancellation's 404 comes back as "Session expired"), and
 // the bridge sent both into the dead session, again and again, until stdin closed 29 s later
 // (and would have failed every request behind them). Now it leaves the session on the 404 and
-// the notifications go on a new one.
+// the notifications go on a new one. (With the bridge left to learn of the 404 from a POST:
+// here a resumption's GET meets it first, and the bridge leaves the session on that, so the
+// notification's path is the one of a notification POSTed before any resumption.)
 #[test]
 fn a_notification_refused_by_a_forgotten_session_goes_on_a_new_one() {
-    let outcome = race("notification_into_a_forgotten_session");
+    let outcome = race_edited("notification_into_a_forgotten_session", learn_from_posts);
     let trace = scenarios::snapshot(&outcome.trace);
     assert!(outcome.trace.of_kind(kind::HTTP_POST).any(|(_, e)| e.num("status") == 404 && e.text("note") == "2"), "the forgotten session refuses the cancellation:\n{trace}");
     assert_eq!(outcome.violations, vec![], "{trace}");
@@ -553,7 +584,9 @@ fn two_cancellations_of_a_request_waiting_for_its_id_are_both_sent() {
 // outbox.
 #[test]
 fn a_cancellation_refused_by_a_forgotten_session_reaches_the_next() {
-    let outcome = race("cancel_refused_by_a_forgotten_session_then_renamed");
+    // The bridge learns of the 404 from the cancellation's POST, as before it left a session at a
+    // resumption's 404 (which here comes first).
+    let outcome = race_edited("cancel_refused_by_a_forgotten_session_then_renamed", learn_from_posts);
     let trace = scenarios::snapshot(&outcome.trace);
     assert_eq!(outcome.violations, vec![], "{trace}");
     let second = sessions(&outcome)[1].clone();
