@@ -396,7 +396,8 @@ async fn fault_layer(AxumState((server, service)): AxumState<(Arc<Server>, Servi
             }
             if is_event_stream(response.headers()) {
                 let label = next_label(&server, "post");
-                emit!(kind::STREAM_OPEN, session = %session, stream = %label.1, style = "rmcp", last_event_id = "");
+                let ids: Vec<&serde_json::Value> = logged.iter().filter(|msg| msg.get("method").is_some()).filter_map(|msg| msg.get("id")).collect();
+                emit!(kind::STREAM_OPEN, session = %session, stream = %label.1, style = "rmcp", last_event_id = "", ids = %serde_json::Value::from_iter(ids.into_iter().cloned()));
                 return relay(server, session, label, response);
             }
             response.map(Body::new)
@@ -415,7 +416,7 @@ async fn fault_layer(AxumState((server, service)): AxumState<(Arc<Server>, Servi
                 return response.map(Body::new);
             }
             let label = next_label(&server, "get");
-            emit!(kind::STREAM_OPEN, session = %named, stream = %label.1, style = "rmcp", last_event_id = %last);
+            emit!(kind::STREAM_OPEN, session = %named, stream = %label.1, style = "rmcp", last_event_id = %last, ids = "");
             relay(server, named, label, response)
         }
         Method::DELETE => {
@@ -581,13 +582,17 @@ async fn relay_stream(server: &Server, session: &str, label: &str, inner: RmcpBo
         (knobs.changed.clone(), knobs.eof_epoch, knobs.stalls, knobs.flap)
     };
     if flap.is_some() {
-        emit!(kind::FAULT_FIRED, fault = "stream_flap", id = "", client_id = "", action = "", session = %session);
+        emit!(kind::FAULT_FIRED, fault = "stream_flap", id = "", client_id = "", action = "", session = %session, opening = false);
         return "relayer";
     }
     let mut inner = std::pin::pin!(inner);
     let mut keepalive_at = seam::now() + Duration::from_millis(config.first_keepalive_ms);
     let mut backlog: VecDeque<String> = VecDeque::new();
     let mut pending = String::new();
+    // Late replies, each held to its time while the stream goes on (the mock delays one on a
+    // task of its own): a delay slept here held the stream's faults up with it (sdk_rmcp seed 7,
+    // v1.sdk_rmcp.none.f4ec341c3dc455ee: a flap's cut, due at 92 600 ms, came at 214 400 ms).
+    let mut late: Vec<(tokio::time::Instant, Held)> = Vec::new();
     let mut closing = false;
     loop {
         let notified = changed.notified();
@@ -602,9 +607,10 @@ async fn relay_stream(server: &Server, session: &str, label: &str, inner: RmcpBo
         if !stall && !flush(server, &mut backlog, out) {
             return "client";
         }
-        if closing && backlog.is_empty() {
+        if closing && backlog.is_empty() && late.is_empty() {
             return "relayer";
         }
+        let next_late = late.iter().map(|(due, _)| *due).min();
         tokio::select! {
             frame = inner.frame(), if !closing => match frame {
                 Some(Ok(frame)) => {
@@ -612,14 +618,23 @@ async fn relay_stream(server: &Server, session: &str, label: &str, inner: RmcpBo
                         pending.push_str(&String::from_utf8_lossy(&data));
                         while let Some(end) = pending.find("\n\n") {
                             let event: String = pending.drain(..end + 2).collect();
-                            for frame in reply_knobs(server, session, label, event).await {
-                                backlog.push_back(frame);
+                            match reply_knobs(server, session, label, event) {
+                                Knobbed::Now(frames) => backlog.extend(frames),
+                                Knobbed::Late(due, held) => late.push((due, held)),
                             }
                         }
                     }
                 }
                 _ => closing = true,
             },
+            () = tokio::time::sleep_until(next_late.unwrap_or(keepalive_at)), if next_late.is_some() => {
+                let now = seam::now();
+                let (due, waiting): (Vec<_>, Vec<_>) = late.drain(..).partition(|(at, _)| *at <= now);
+                late = waiting;
+                for (_, held) in due {
+                    backlog.extend(release(server, session, label, held));
+                }
+            }
             () = tokio::time::sleep_until(keepalive_at) => {
                 if !stall {
                     backlog.push_back(":\n\n".to_string());
@@ -632,23 +647,42 @@ async fn relay_stream(server: &Server, session: &str, label: &str, inner: RmcpBo
     }
 }
 
+/// What the reply knobs make of one SSE event: frames to write now, or a late reply and its time.
+enum Knobbed {
+    Now(Vec<String>),
+    Late(tokio::time::Instant, Held),
+}
+
+/// A reply the knobs have not swallowed, not yet written: its event, ids, whether it is doubled,
+/// and whether replies were withheld as it came.
+struct Held {
+    event: String,
+    text: String,
+    id: Value,
+    client: String,
+    action: String,
+    duplicate: bool,
+    withheld: bool,
+}
+
 /// One SSE event rmcp wrote, through the reply knobs: the frames to write (none when the reply
-/// is swallowed or withheld, two when duplicated; a late one after its delay), each reply logged.
-async fn reply_knobs(server: &Server, session: &str, label: &str, event: String) -> Vec<String> {
+/// is swallowed or withheld, two when duplicated; a late one at its time), each reply logged as
+/// it is written.
+fn reply_knobs(server: &Server, session: &str, label: &str, event: String) -> Knobbed {
     let data: String = event
         .split('\n')
         .filter_map(|line| line.strip_prefix("data:"))
         .map(|d| d.strip_prefix(' ').unwrap_or(d))
         .collect::<Vec<_>>()
         .join("\n");
-    let Ok(msg) = serde_json::from_str::<Value>(&data) else { return vec![event] };
+    let Ok(msg) = serde_json::from_str::<Value>(&data) else { return Knobbed::Now(vec![event]) };
     let text = msg.to_string();
     let Some(id) = msg.get("id").filter(|_| msg.get("method").is_none()) else {
         if let (Some(id), Some(named)) = (msg.get("id"), msg.get("params").and_then(|params| params.get("_meta")).and_then(|meta| meta.get(SERVER_ID_META))) {
             relayer::remember_asked(&server.durable, session, id, named.clone());
         }
         emit!(kind::REPLY_SENT, id = "", client_id = "", action = "", session = %session, msg = %text, stream = %label);
-        return vec![event];
+        return Knobbed::Now(vec![event]);
     };
     let entry = lock(&server.live).requests.get(&(session.to_string(), id_key(id))).cloned();
     let (client, action) = entry.unwrap_or_else(|| (id_key(id), String::new()));
@@ -661,13 +695,23 @@ async fn reply_knobs(server: &Server, session: &str, label: &str, event: String)
     if swallow {
         emit!(kind::FAULT_FIRED, fault = "swallow_reply", id = %id, client_id = %client, action = %action, session = %session);
         emit!(kind::REPLY_LOST, id = %id, client_id = %client, action = %action, session = %session);
-        return Vec::new();
+        return Knobbed::Now(Vec::new());
     }
-    if let Some(delay_ms) = late {
-        emit!(kind::FAULT_FIRED, fault = "late_reply", id = %id, client_id = %client, action = %action, session = %session);
-        seam::sleep_ms(delay_ms).await;
+    let held = Held { event, text, id, client, action, duplicate, withheld: withhold };
+    match late {
+        Some(delay_ms) => {
+            emit!(kind::FAULT_FIRED, fault = "late_reply", id = %held.id, client_id = %held.client, action = %held.action, session = %session);
+            Knobbed::Late(seam::now() + Duration::from_millis(delay_ms), held)
+        }
+        None => Knobbed::Now(release(server, session, label, held)),
     }
-    if withhold || lock(&server.knobs).withhold_replies {
+}
+
+/// Write a reply the knobs let through, unless replies were withheld as it came or are by now:
+/// its frames, logged.
+fn release(server: &Server, session: &str, label: &str, held: Held) -> Vec<String> {
+    let Held { event, text, id, client, action, duplicate, withheld } = held;
+    if withheld || lock(&server.knobs).withhold_replies {
         emit!(kind::FAULT_FIRED, fault = "withhold_replies", id = %id, client_id = %client, action = %action, session = %session);
         emit!(kind::REPLY_LOST, id = %id, client_id = %client, action = %action, session = %session);
         return Vec::new();

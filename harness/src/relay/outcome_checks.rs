@@ -69,7 +69,7 @@ impl Facts<'_> {
 
     /// Why a request may legitimately not succeed, if anything touched it: the mechanism, as
     /// excuse accounting names it (a mock fault that fired on it, a POST of it or ahead of it the
-    /// relayer refused, a global fault whose influence meets its life, the client closing stdin,
+    /// relayer refused, a global fault's observed effect on it, the client closing stdin,
     /// the client's own cancellation, or a tool slower than the call deadline).
     pub(super) fn touched(&self, n: usize) -> Option<&'static str> {
         let (request, story) = (&self.requests[n], &self.stories.of[n]);
@@ -123,14 +123,41 @@ impl Facts<'_> {
                 faults.any(|(_, start, end)| *start <= closed && closed <= end + self.slack_ms)
             })
         };
+        // rmcp's server also drops an answer written but still held (by a stall) when the cut
+        // came: it resumes nothing it had not sent (sdk_rmcp hunt seed 2026,
+        // v1.sdk_rmcp.none.8d1132b23bef40d0: answers written under a stall from 289 791 ms, the
+        // streams cut by stream_eof at 328 551 ms).
         let unwritten = story.sent.is_empty() && story.done_ms.is_some();
-        if unwritten && story.post_streams.iter().any(|&n| cut_by_fault(&self.stories.streams[n])) {
+        let unsent_at = |stream: &super::story::Stream| {
+            let cut = stream.closed_ms.unwrap_or(u64::MAX);
+            stream.style == "rmcp" && story.done_ms.is_some() && !story.sent.iter().any(|sent| self.stories.on_its_way(sent, self.slack_ms, cut))
+        };
+        if story.post_streams.iter().map(|&n| &self.stories.streams[n]).any(|stream| cut_by_fault(stream) && (unwritten || unsent_at(stream))) {
             return Some("a fault cut its POST's stream while it ran, and the server never wrote its answer");
+        }
+        // The server itself ended the stream while its tool ran, with no fault and no restart,
+        // and never wrote the answer: rmcp's server drops a session its worker saw no event on
+        // for `keep_alive` (5 min), though a tool of it still runs (sdk_rmcp hunt seed 8,
+        // v1.sdk_rmcp.none.76d0375e537e499b: a 302 s tool; docs/findings.md, R6).
+        let ended_by_server = |stream: &super::story::Stream| {
+            let exec = story.execs.first().map_or(u64::MAX, |(_, at)| *at);
+            stream.closed_ms.filter(|_| !stream.completed && !stream.closed_by_client).is_some_and(|closed| {
+                exec <= closed && !self.stories.restarts.iter().any(|(restart, _)| *restart == closed)
+            })
+        };
+        if unwritten && story.post_streams.iter().any(|&n| ended_by_server(&self.stories.streams[n])) {
+            return Some("the server ended its POST's stream while its tool ran, and never wrote its answer");
         }
         // The relayer restarted while it was in flight, or before the bridge could know (no
         // 404 had told it the session was gone), its answer not yet written: the restart
         // destroyed the work or the connection carrying it, or left a request the bridge could
-        // not tell run from unrun. Excused when the bridge failed it as the connection died or
+        // not tell run from unrun. An answer written before the restart but not on its way to the
+        // bridge died with the relayer: one a stall held past it (sdk_rmcp hunt seed 2026,
+        // v1.sdk_rmcp.none.a9013d6a3e0026d7: written at 23 434 ms, the restart at 23 500 ms), or
+        // one written to a stream a fault had cut, for a resumption the restart forestalled (sdk
+        // hunt seed 8, v1.sdk.none.504bf1d910b6e2e7: cut at 1 050 ms, written at 2 957 ms, the
+        // restart at 3 000 ms).
+        // Excused when the bridge failed it as the connection died or
         // as it learned the session was gone (sdk v1.sdk.none.e6a94890879c99b8: rmcp's
         // "Transport send error" for a call whose tool was running, and for one whose POST was
         // connecting; sdk_rmcp soak v1.sdk_rmcp.none.834c4f015692b487: a write POSTed on the
@@ -140,7 +167,7 @@ impl Facts<'_> {
             // The 404 reaches the bridge a connect's time after the relayer wrote it.
             let learned = if told == u64::MAX { restart } else { told + CONNECT_MS };
             request.at_ms <= learned
-                && story.sent.iter().all(|sent| sent.at_ms >= restart)
+                && !story.sent.iter().any(|sent| self.stories.on_its_way(sent, self.slack_ms, restart))
                 && request.answered.as_ref().is_some_and(|a| a.at_ms >= restart && a.at_ms <= learned + CONNECT_MS + 2 * self.slack_ms)
         });
         if restarted {
@@ -223,13 +250,7 @@ impl Facts<'_> {
         if !story.action.is_empty() && !story.execs.is_empty() && slow {
             return Some("its tool ran past the call deadline");
         }
-        // Last, and named apart: a global fault's window that met its life (up to a round trip
-        // after it), with none of the effects above observed. What falls here is the residue no
-        // mechanism explains yet (a 3 x 2 000 soak without it: 3 sdk_rmcp cases, rmcp's
-        // transport closed during a stream_flap window, `Transport closed` on every later call:
-        // docs/findings.md, "rmcp's transport under a long stream flap"); each is a candidate
-        // finding, not a verdict, and its share is in the accounting.
-        self.stories.global_fault_meets(request.at_ms, end, 2 * self.slack_ms + CONNECT_MS).map(global_fault_excuse)
+        None
     }
 
     /// The POST of a request whose acceptance the bridge read (the relayer answered 202, the
@@ -442,21 +463,6 @@ fn gave_up_accepted_work(facts: &Facts<'_>, n: usize) -> Option<(usize, String)>
 fn last_list_before<'f>(facts: &'f Facts<'_>, index: usize) -> Option<&'f Sent> {
     let lists = facts.requests.iter().zip(&facts.stories.of).filter(|(asked, _)| asked.method == "tools/list");
     lists.flat_map(|(_, story)| &story.sent).filter(|sent| sent.index < index).max_by_key(|sent| sent.index)
-}
-
-/// The residual excuse a global fault's window gives a request whose life it met, with no
-/// observed effect to name ([`Facts::touched`], last).
-fn global_fault_excuse(name: &str) -> &'static str {
-    match name {
-        "withhold_replies" => "withhold_replies met its life (no effect observed)",
-        "stream_stall" => "stream_stall met its life (no effect observed)",
-        "stream_eof" => "stream_eof met its life (no effect observed)",
-        "stream_flap" => "stream_flap met its life (no effect observed)",
-        "relayer_bounce" => "relayer_bounce met its life (no effect observed)",
-        "link_hold" => "link_hold met its life (no effect observed)",
-        "stdin_eof" => "stdin_eof met its life (no effect observed)",
-        _ => "a global fault met its life (no effect observed)",
-    }
 }
 
 /// Whether `msg` is a response whose result is empty (but for `_meta`): `ping`'s answer.

@@ -225,9 +225,12 @@ impl Stories {
             by_own_action.or_else(|| carried.get(event)).or_else(|| owner(event, None))
         };
         let mut claimed: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
-        // The relayer's last POST, if a request's story took it: (its time, its session, the
-        // request). A POST answered with a stream opens it in the same instant.
-        let mut last_carried: Option<(u64, String, usize)> = None;
+        // The POSTs of this instant that a request's story took: (their time, session, upstream
+        // id, the request). A POST answered with a stream opens it in the same instant, and the
+        // stream's `ids` name the POST's requests: several POSTs may come in one instant (sdk_rmcp,
+        // v1.sdk_rmcp.none.f5d255e614d86abf: a ping's and a call's, their streams dropped by one
+        // flap).
+        let mut carried_now: Vec<(u64, String, String, usize)> = Vec::new();
         // Whether the relayer has started once: each later start is a restart.
         let mut booted = false;
         // The connection serving each stream now, by (session, stream name).
@@ -277,9 +280,17 @@ impl Stories {
                 (host::RELAYER, kind::STREAM_OPEN) => {
                     let (session, label) = (event.text("session"), event.text("stream"));
                     open.insert((session.clone(), label.clone()), stories.streams.len());
-                    // A POST answered with a stream opens it in the same instant, on its session.
-                    if let Some((_, _, n)) = last_carried.as_ref().filter(|(at, s, _)| label.starts_with("post-") && *at == event.at_ms && *s == session) {
-                        stories.of[*n].post_streams.push(stories.streams.len());
+                    // A POST answered with a stream opens it in the same instant, on its session;
+                    // a trace without `ids` (recorded before the field) pairs it with the last.
+                    let ids = event.get("ids").map(|_| serde_json::from_str::<Vec<Value>>(&event.text("ids")).unwrap_or_default());
+                    let ids: Option<Vec<String>> = ids.map(|ids| ids.iter().map(Value::to_string).collect());
+                    let mut now = carried_now.iter().filter(|(at, s, _, _)| label.starts_with("post-") && *at == event.at_ms && *s == session);
+                    let owners: Vec<usize> = match &ids {
+                        Some(ids) => now.filter(|(_, _, id, _)| ids.contains(id)).map(|c| c.3).collect(),
+                        None => now.next_back().map(|c| c.3).into_iter().collect(),
+                    };
+                    for n in owners {
+                        stories.of[n].post_streams.push(stories.streams.len());
                     }
                     let style = event.text("style");
                     stories.streams.push(Stream { session, label, opened_ms: event.at_ms, closed_ms: None, closed_by_client: false, completed: false, dropped_unwritten: false, style });
@@ -298,7 +309,7 @@ impl Stories {
                         stories.told_gone(event.at_ms);
                     }
                     stories.all_posts.push((index, event.at_ms, session.clone(), event.text("id"), event.text("method"), status));
-                    last_carried = None;
+                    carried_now.retain(|(at, _, _, _)| *at == event.at_ms);
                     if event.text("id").is_empty() {
                         continue;
                     }
@@ -370,7 +381,7 @@ impl Stories {
                         if facts.requests[n].method == method {
                             claimed.insert(n);
                             carried.insert(event, n);
-                            last_carried = Some((event.at_ms, session.clone(), n));
+                            carried_now.push((event.at_ms, session.clone(), event.text("id"), n));
                             stories.of[n].posts.push(Post { index, at_ms: event.at_ms, session, status, reset: false });
                         }
                     }
@@ -424,9 +435,12 @@ impl Stories {
                         stories.reset_after_admit.extend(cut.map(|(post, _)| post));
                     }
                     // A flap drops each stream of its session opened in that instant; unwritten
-                    // when every flap in force writes nothing first.
+                    // when the relayer says it wrote no opening first (the flap knob holds the
+                    // last flap to start: sdk seed 8, v1.sdk.none.15163bcfe1b301cc), or, in a
+                    // trace without `opening`, when every flap in force writes nothing first.
                     if fault == "stream_flap" {
-                        let silent = !flaps.is_empty() && flaps.values().all(|writes| !writes);
+                        let inferred = || !flaps.is_empty() && flaps.values().all(|writes| !writes);
+                        let silent = event.get("opening").map_or_else(inferred, |_| event.text("opening") == "false");
                         let mut dropped_post = false;
                         for stream in stories.streams.iter_mut().rev().take_while(|s| s.opened_ms == event.at_ms) {
                             let dropped = stream.session == session && (stream.style == "rmcp" || silent);
@@ -507,7 +521,28 @@ impl Stories {
     /// when the stall or hold holding it back ended (one that began while it was in flight,
     /// within `slack_ms`, holds it too).
     pub fn released_ms(&self, session: &str, at_ms: u64, slack_ms: u64) -> u64 {
-        let opened = self.stream(session).map_or(0, |s| s.opened_ms);
+        self.released_from(self.stream(session).map_or(0, |s| s.opened_ms), at_ms, slack_ms)
+    }
+
+    /// [`Stories::released_ms`] for a reply, by the stream it was written to (a stall holds only
+    /// the streams opened before it began).
+    pub fn released(&self, sent: &Sent, slack_ms: u64) -> u64 {
+        let own = self.streams.iter().rfind(|s| s.session == sent.session && s.label == sent.stream && s.opened_ms <= sent.at_ms);
+        let opened = own.or_else(|| self.stream(&sent.session)).map_or(0, |s| s.opened_ms);
+        self.released_from(opened, sent.at_ms, slack_ms)
+    }
+
+    /// Whether a reply left for the bridge before `by_ms`: released by then on a connection of its
+    /// stream open at that moment (a JSON body, which names no stream, leaves with its POST).
+    pub fn on_its_way(&self, sent: &Sent, slack_ms: u64, by_ms: u64) -> bool {
+        let released = self.released(sent, slack_ms);
+        let mut own = self.streams.iter().filter(|s| s.session == sent.session && s.label == sent.stream).peekable();
+        let carried = own.peek().is_none() || own.any(|s| s.opened_ms <= released && s.closed_ms.is_none_or(|closed| closed > released));
+        released < by_ms && carried
+    }
+
+    /// When a frame written at `at_ms` to a stream opened at `opened` left for the bridge.
+    fn released_from(&self, opened: u64, at_ms: u64, slack_ms: u64) -> u64 {
         let mut t = at_ms;
         // Holds can chain: apply until nothing moves.
         loop {
@@ -580,17 +615,6 @@ impl Stories {
             }
         }
         back
-    }
-
-    /// Whether a global fault's influence, `[start, end + recovery]`, meets `[from, to]`. A
-    /// `post_reset` window acts only through the POSTs it cuts, which the checkers weigh one by
-    /// one (`Facts::touched`), so its window alone excuses nothing.
-    pub fn global_fault_meets(&self, from: u64, to: u64, recovery_ms: u64) -> Option<&str> {
-        self.global_faults
-            .iter()
-            .filter(|(name, _, _)| name != "post_reset")
-            .find(|(_, start, end)| *start <= to && end + recovery_ms >= from)
-            .map(|(name, _, _)| name.as_str())
     }
 }
 

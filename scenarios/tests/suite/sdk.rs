@@ -440,6 +440,23 @@ fn a_session_forgotten_under_a_resumption_is_left_at_once() {
     assert!(answer_to(&outcome, &call).is_some_and(|a| a.get("error").is_some()), "its tool ran: it is not sent again:\n{trace}");
 }
 
+// Goal: a late reply waits on its own, not with its stream's faults (a harness error of the
+// sdk_rmcp fault layer). Method: the sdk_rmcp hunt's case (seed 7,
+// v1.sdk_rmcp.none.f4ec341c3dc455ee, shrunk): call 0's answer is made late by 121 848 ms at
+// 92 552 ms, and a flap starts at 92 551 ms. The layer slept the delay inside the stream's loop,
+// so the flap's cut, due at once, came only with the late answer at 214 400 ms, after the flap
+// and the heal (and dropped that answer, logged as written, unflushed). Now the stream is cut as
+// the flap comes, and the late answer dies with it.
+#[test]
+fn a_late_reply_does_not_hold_up_its_streams_faults() {
+    let outcome = race("rmcp_late_reply_under_a_flap");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let late = outcome.trace.of_kind(kind::FAULT_FIRED).find(|(_, e)| e.text("fault") == "late_reply").map(|(_, e)| e.text("session")).expect("a late reply");
+    let cut = outcome.trace.of_kind(kind::STREAM_CLOSE).filter(|(_, e)| e.text("session") == late && e.text("stream").starts_with("post-")).map(|(_, e)| e.at_ms).max();
+    assert!(cut.is_some_and(|at| (92_551..93_000).contains(&at)), "the late answer's stream is cut as the flap comes, not with the answer:\n{trace}");
+}
+
 // Goal: a cancellation of a number the client has nothing in flight under leaves the client's
 // request of the same digits as a string alone (f92d17b's regression, found by the sdk soak:
 // v1.sdk.none.3b4c9b6b75ff4a60, shrunk, no fault). At 303 964 ms the client cancels 9 while its

@@ -581,7 +581,7 @@ async fn serve_post(app: &App, session: &str, messages: Vec<Value>, batch: bool,
     let Some((number, serial, label, backlog)) = opened else {
         return refusal(StatusCode::NOT_FOUND, -32001, "Session not found");
     };
-    emit!(kind::STREAM_OPEN, session = %session, stream = %label, style = %style.label(), last_event_id = "");
+    emit!(kind::STREAM_OPEN, session = %session, stream = %label, style = %style.label(), last_event_id = "", ids = %format!("[{}]", ids.join(",")));
     let (body, body_rx) = mpsc::unbounded_channel();
     let conn = Conn { session: session.to_string(), number, serial, label, style };
     tokio::task::spawn_local(stream(app.clone(), conn, backlog, items_rx, body));
@@ -625,7 +625,7 @@ async fn on_get(State(app): State<App>, headers: HeaderMap) -> Response {
             return refusal(status, code, &text);
         }
     };
-    emit!(kind::STREAM_OPEN, session = %session, stream = %conn.label, style = %conn.style.label(), last_event_id = last.as_deref().unwrap_or(""));
+    emit!(kind::STREAM_OPEN, session = %session, stream = %conn.label, style = %conn.style.label(), last_event_id = last.as_deref().unwrap_or(""), ids = "");
     for note in notes {
         emit!(kind::REPLY_SENT, id = "", client_id = "", action = "", session = %session, msg = %note, stream = %conn.label);
     }

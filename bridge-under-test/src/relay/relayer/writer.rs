@@ -37,7 +37,7 @@ pub(super) async fn write(
     };
     let mut keepalive_at = seam::now() + std::time::Duration::from_millis(config.first_keepalive_ms);
     if let Some(after_opening) = flap {
-        emit!(kind::FAULT_FIRED, fault = "stream_flap", id = "", client_id = "", action = "", session = %session);
+        emit!(kind::FAULT_FIRED, fault = "stream_flap", id = "", client_id = "", action = "", session = %session, opening = after_opening);
         if after_opening {
             flush(app, &mut backlog, body);
         }
