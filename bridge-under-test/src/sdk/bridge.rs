@@ -27,7 +27,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, Peer, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use tokio::sync::Mutex;
 
-use super::http_client::{Posted, SimHttpClient};
+use super::http_client::{Posted, SessionWatch, SimHttpClient};
 use super::shim;
 use crate::stdio::ServerEnds;
 
@@ -57,6 +57,11 @@ pub struct Proxy {
     /// The requests the current session's HTTP client began to POST (replaced, under the
     /// `upstream` lock, with each new session).
     posted: Arc<std::sync::Mutex<Posted>>,
+    /// Woken as the bridge leaves the current session (replaced with each new one): the requests
+    /// rmcp held on it fail in the order they waited, not in the order rmcp's map of pending
+    /// requests drops them (a `HashMap`, in the process's random order: two processes answered
+    /// the client in two orders, sdk `hashes --seed 1`).
+    left: Arc<std::sync::Mutex<Arc<tokio::sync::Notify>>>,
     /// The client's notifications not yet sent upstream, in the order it wrote them. The lock
     /// is also the one place rmcp numbers a request: see [`Proxy::forward`].
     outbox: Arc<Mutex<VecDeque<ClientNotification>>>,
@@ -84,7 +89,7 @@ enum Forwarded {
 
 impl Proxy {
     pub fn new(config: SdkBridgeConfig) -> Self {
-        Self { config: Arc::new(config), upstream: Arc::default(), posted: Arc::default(), outbox: Arc::default(), forwarded: Arc::default(), retrying: Arc::default(), closing: Arc::default(), client: Downstream::default() }
+        Self { config: Arc::new(config), upstream: Arc::default(), posted: Arc::default(), left: Arc::default(), outbox: Arc::default(), forwarded: Arc::default(), retrying: Arc::default(), closing: Arc::default(), client: Downstream::default() }
     }
 
     /// The upstream peer, connecting (rmcp's `initialize` handshake) when there is none or the
@@ -108,7 +113,7 @@ impl Proxy {
         let (service, gone) = loop {
             lock(&posted).clear();
             let client = SimHttpClient::new(&self.config.host, self.config.port, self.config.bugs.refusal_without_id, posted.clone());
-            let gone = client.gone();
+            let gone = client.watch();
             let mut transport_config = StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str());
             if let Some(token) = &self.config.token {
                 transport_config = transport_config.auth_header(token.as_str());
@@ -131,6 +136,7 @@ impl Proxy {
         let peer = service.peer().clone();
         *slot = Some(service);
         *lock(&self.posted) = posted.clone();
+        *lock(&self.left) = Arc::default();
         // rmcp's own recovery, when it is on, recovers the session itself.
         if !self.config.bugs.forgotten_session_resumed && !self.config.bugs.rmcp_session_recovery {
             self.leave_when_gone(gone, peer.clone());
@@ -144,11 +150,12 @@ impl Proxy {
     /// good (sdk_rmcp hunt seed 2026, v1.sdk_rmcp.none.a9013d6a3e0026d7: a restart at 23 500 ms,
     /// the first resume refused at 23 600 ms, the call failed only at 32 600 ms, after another
     /// request's POST met a 404). Leaving the session fails what rmcp held, and each request the
-    /// server never ran goes on the next session ([`Proxy::send_and_wait`]).
-    fn leave_when_gone(&self, gone: Arc<tokio::sync::Notify>, peer: Peer<RoleClient>) {
+    /// server never ran goes on the next session ([`Proxy::send_and_wait`]). It waits for the
+    /// request POSTs in flight to settle first: each meets its own 404 and goes on the next.
+    fn leave_when_gone(&self, gone: SessionWatch, peer: Peer<RoleClient>) {
         let proxy = self.clone();
         tokio::spawn(async move {
-            gone.notified().await;
+            gone.forgotten().await;
             proxy.expire(&peer).await;
         });
     }
@@ -239,7 +246,13 @@ impl Proxy {
             // the bridge leaves the session and sends the request once more on a new one, as
             // rmcp's own recovery would, without that recovery's hazards (switch
             // `rmcp_session_recovery`).
-            match handle.await_response().await {
+            let left = lock(&self.left).clone();
+            let answer = tokio::select! {
+                biased;
+                answer = handle.await_response() => answer,
+                () = left.notified() => Err(rmcp::ServiceError::TransportClosed),
+            };
+            match answer {
                 Err(expired) if !reconnected && expired.to_string().contains(SESSION_EXPIRED) => {
                     self.expire(&peer).await;
                     reconnected = true;
@@ -324,6 +337,7 @@ impl Proxy {
     async fn expire(&self, peer: &Peer<RoleClient>) {
         let mut slot = self.upstream.lock().await;
         if let Some(service) = slot.take_if(|service| same_session(service, peer)) {
+            lock(&self.left).notify_waiters();
             // Each request numbered on it is numbered anew if it is sent again, and its id
             // upstream names nothing meanwhile (rmcp numbers each session from 0: a
             // cancellation under the old id would name another request on the new session).

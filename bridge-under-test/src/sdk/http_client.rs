@@ -80,6 +80,46 @@ pub struct SimHttpClient {
     /// Told once the server answers 404 to a GET of the session (a POST's 404 fails that
     /// request, which the bridge sees; a GET's only makes rmcp try again).
     gone: Arc<tokio::sync::Notify>,
+    /// Requests whose POST has not had its response head yet, and a wake-up as each settles.
+    in_flight: Arc<(std::sync::atomic::AtomicUsize, tokio::sync::Notify)>,
+}
+
+/// What the bridge waits for before leaving a session a GET found forgotten: the 404, then every
+/// request POST in flight settled (each meets its own 404, and goes on the next session, rather
+/// than being failed as the session is left: sdk soak, v1.sdk.none.3c27f38271de073a).
+pub struct SessionWatch {
+    gone: Arc<tokio::sync::Notify>,
+    in_flight: Arc<(std::sync::atomic::AtomicUsize, tokio::sync::Notify)>,
+}
+
+impl SessionWatch {
+    pub async fn forgotten(self) {
+        self.gone.notified().await;
+        loop {
+            let settled = self.in_flight.1.notified();
+            if self.in_flight.0.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return;
+            }
+            settled.await;
+        }
+    }
+}
+
+/// Counts one request POST in flight until dropped.
+struct InFlight(Arc<(std::sync::atomic::AtomicUsize, tokio::sync::Notify)>);
+
+impl InFlight {
+    fn new(count: &Arc<(std::sync::atomic::AtomicUsize, tokio::sync::Notify)>) -> Self {
+        count.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0 .1.notify_waiters();
+    }
 }
 
 /// The ids of the requests a client's POST got a connection for: one set per session's client,
@@ -88,12 +128,12 @@ pub type Posted = Arc<std::sync::Mutex<BTreeSet<String>>>;
 
 impl SimHttpClient {
     pub fn new(host: &str, port: u16, raw_refusals: bool, posted: Posted) -> Self {
-        Self { host: host.into(), port, raw_refusals, posted, forgotten: Arc::default(), gone: Arc::default() }
+        Self { host: host.into(), port, raw_refusals, posted, forgotten: Arc::default(), gone: Arc::default(), in_flight: Arc::default() }
     }
 
-    /// Notified once the server has answered 404 to a GET of this client's session.
-    pub fn gone(&self) -> Arc<tokio::sync::Notify> {
-        self.gone.clone()
+    /// What tells the bridge that a GET found this client's session forgotten.
+    pub fn watch(&self) -> SessionWatch {
+        SessionWatch { gone: self.gone.clone(), in_flight: self.in_flight.clone() }
     }
 
     /// The server forgot the session: requests POSTed from now on cannot run.
@@ -108,6 +148,7 @@ impl SimHttpClient {
     /// Send `request`; a JSON-RPC request's id (`carrying`) goes into `posted` once the
     /// connection is up, the first moment the server could read it.
     async fn send_request(&self, request: Request<Full<Bytes>>, carrying: Option<String>) -> std::result::Result<http::Response<Incoming>, ClientError> {
+        let _in_flight = carrying.as_ref().map(|_| InFlight::new(&self.in_flight));
         let stream = seam::TcpStream::connect((&*self.host, self.port)).await.map_err(ClientError::Io)?;
         if let Some(id) = carrying.filter(|_| !self.forgotten.load(std::sync::atomic::Ordering::SeqCst)) {
             self.posted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id);
