@@ -1398,6 +1398,31 @@ fn user_outcomes_reads_whether_a_flap_wrote_the_opening_from_the_relayer() {
     assert_eq!(case(true), ["failed"]);
 }
 
+// live.v1.relay.none.36de436b84982a83 (supergateway over HTTP+SSE): the bridge answered the
+// client's `initialize` with an error (ECONNREFUSED), and every call the client still sent with
+// "Not connected". A client stops at a failed handshake: those answers are no lie to it. A call
+// after a handshake that succeeded is judged.
+#[test]
+fn user_outcomes_owes_nothing_after_a_failed_initialize() {
+    let case = |init_failed: bool| {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
+        let answer = if init_failed {
+            rpc_error(Some(json!(0)), -32000, "SSE error: connect ECONNREFUSED")
+        } else {
+            json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}})
+        };
+        outcome_cols(vec![
+            std_spec(),
+            send(0, &init),
+            recv(20, &answer),
+            send(100, &call(json!(1), "a1")),
+            recv(101, &rpc_error(Some(json!(1)), -32000, "Not connected")),
+        ])
+    };
+    assert!(case(true).contains(&"excused: the client's initialize was answered with an error before it".to_string()), "{:?}", case(true));
+    assert!(case(false).contains(&"failed".to_string()), "{:?}", case(false));
+}
+
 /// The excuse columns `user_outcomes` counts for `events`.
 fn outcome_cols(events: Vec<TraceEvent>) -> Vec<String> {
     let trace = Trace { events };

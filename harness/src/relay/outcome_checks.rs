@@ -126,11 +126,12 @@ impl Facts<'_> {
         // rmcp's server also drops an answer written but still held (by a stall) when the cut
         // came: it resumes nothing it had not sent (sdk_rmcp hunt seed 2026,
         // v1.sdk_rmcp.none.8d1132b23bef40d0: answers written under a stall from 289 791 ms, the
-        // streams cut by stream_eof at 328 551 ms).
+        // streams cut by stream_eof at 328 551 ms; soak v1.sdk_rmcp.none.01fe2b70256ef7b4: a
+        // tools/list answer, late, written under a stall that ended as stream_eof cut it).
         let unwritten = story.sent.is_empty() && story.done_ms.is_some();
         let unsent_at = |stream: &super::story::Stream| {
             let cut = stream.closed_ms.unwrap_or(u64::MAX);
-            stream.style == "rmcp" && story.done_ms.is_some() && !story.sent.iter().any(|sent| self.stories.on_its_way(sent, self.slack_ms, cut))
+            stream.style == "rmcp" && !story.sent.is_empty() && !story.sent.iter().any(|sent| self.stories.on_its_way(sent, self.slack_ms, cut))
         };
         if story.post_streams.iter().map(|&n| &self.stories.streams[n]).any(|stream| cut_by_fault(stream) && (unwritten || unsent_at(stream))) {
             return Some("a fault cut its POST's stream while it ran, and the server never wrote its answer");
@@ -350,6 +351,15 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
         });
         if true_answer {
             verdicts::held();
+            continue;
+        }
+        // A client whose `initialize` was answered with an error has no session to ask on (MCP
+        // has it stop there): what a bridge answers to a request it sends after is the client's
+        // own doing (supergateway, live.v1.relay.none.36de436b84982a83: "Not connected" to each
+        // call after ECONNREFUSED answered the `initialize`).
+        let handshake = facts.requests.iter().filter(|asked| asked.method == "initialize").filter_map(|asked| asked.answered.as_ref());
+        if handshake.filter(|answer| answer.index < request.index).max_by_key(|answer| answer.index).is_some_and(|answer| answer.msg.get("error").is_some()) {
+            verdicts::excused("the client's initialize was answered with an error before it");
             continue;
         }
         if let Some(mechanism) = facts.touched(n) {
