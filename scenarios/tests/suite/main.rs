@@ -65,3 +65,16 @@ pub fn assert_broken(scenario: harness::family::Scenario, bug: &str, invariant: 
     let found: Vec<&str> = outcome.violations.iter().map(|v| v.invariant.as_str()).collect();
     assert!(found.contains(&invariant), "{bug}: expected {invariant}, found {found:?}");
 }
+
+/// The races kept under `scenarios/races/` whose file names start with `prefix` (`relay_`,
+/// `sdk_`), by their names without it, sorted: a new race joins its family's tests as it lands.
+pub fn race_names(prefix: &str) -> Vec<String> {
+    let dir = format!("{}/races", env!("CARGO_MANIFEST_DIR"));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter_map(|file| Some(file.strip_prefix(prefix)?.strip_suffix(".json")?.to_string()))
+        .collect();
+    names.sort();
+    names
+}

@@ -675,13 +675,7 @@ fn mutants_gate_relay() {
     }
     // Every relay race kept under `scenarios/races/`, each a case the default bridge once
     // failed: a new race joins the gate as it lands.
-    let dir = format!("{}/races", env!("CARGO_MANIFEST_DIR"));
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-        .filter_map(|file| Some(file.strip_prefix("relay_")?.strip_suffix(".json")?.to_string()))
-        .collect();
-    names.sort();
+    let names = crate::race_names("relay_");
     assert!(names.len() >= 28, "the relay races: {names:?}");
     for name in names {
         let name = format!("relay_{name}");

@@ -465,13 +465,7 @@ fn a_late_reply_does_not_hold_up_its_streams_faults() {
 // resumes).
 #[test]
 fn every_sdk_race_is_clean() {
-    let dir = format!("{}/races", env!("CARGO_MANIFEST_DIR"));
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-        .filter_map(|file| Some(file.strip_prefix("sdk_")?.strip_suffix(".json")?.to_string()))
-        .collect();
-    names.sort();
+    let names = crate::race_names("sdk_");
     assert!(names.len() >= 30, "the sdk races: {names:?}");
     for name in names {
         assert_eq!(race(&name).violations, vec![], "sdk_{name}");
