@@ -110,10 +110,10 @@ impl Proxy {
         // So is one whose answer's stream was cut (rmcp does not resume it), after a backoff.
         let posted = Posted::default();
         let mut cuts = 0;
-        let (service, gone) = loop {
+        let (service, watch) = loop {
             lock(&posted).clear();
             let client = SimHttpClient::new(&self.config.host, self.config.port, self.config.bugs.refusal_without_id, posted.clone());
-            let gone = client.watch();
+            let watch = client.watch();
             let mut transport_config = StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str());
             if let Some(token) = &self.config.token {
                 transport_config = transport_config.auth_header(token.as_str());
@@ -127,7 +127,7 @@ impl Proxy {
                     tokio::time::sleep(backoff(cuts).min(RETRY_CAP)).await;
                     cuts += 1;
                 }
-                Some(answered) => break (answered, gone),
+                Some(answered) => break (answered, watch),
                 None if !closing => {}
                 None => return Err(upstream_error("cannot connect to the server", format!("no answer to initialize in {} s", HANDSHAKE_TIMEOUT.as_secs()))),
             }
@@ -139,7 +139,7 @@ impl Proxy {
         *lock(&self.left) = Arc::default();
         // rmcp's own recovery, when it is on, recovers the session itself.
         if !self.config.bugs.forgotten_session_resumed && !self.config.bugs.rmcp_session_recovery {
-            self.leave_when_gone(gone, peer.clone());
+            self.leave_when_gone(watch, peer.clone());
         }
         Ok((peer, posted))
     }
@@ -152,10 +152,10 @@ impl Proxy {
     /// request's POST met a 404). Leaving the session fails what rmcp held, and each request the
     /// server never ran goes on the next session ([`Proxy::send_and_wait`]). It waits for the
     /// request POSTs in flight to settle first: each meets its own 404 and goes on the next.
-    fn leave_when_gone(&self, gone: SessionWatch, peer: Peer<RoleClient>) {
+    fn leave_when_gone(&self, watch: SessionWatch, peer: Peer<RoleClient>) {
         let proxy = self.clone();
         tokio::spawn(async move {
-            gone.forgotten().await;
+            watch.forgotten().await;
             proxy.expire(&peer).await;
         });
     }

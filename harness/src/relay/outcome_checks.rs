@@ -118,7 +118,7 @@ impl Facts<'_> {
         // never wrote the answer, there or anywhere (rmcp's server drops it: R1 of
         // docs/findings.md, sdk_rmcp v1.sdk_rmcp.none.b2ebd266e510a628).
         let cut_by_fault = |stream: &super::story::Stream| {
-            stream.closed_ms.filter(|_| !stream.completed && !stream.closed_by_client).is_some_and(|closed| {
+            stream.cut_ms().is_some_and(|closed| {
                 let mut faults = self.stories.global_faults.iter().filter(|(name, _, _)| matches!(name.as_str(), "stream_eof" | "stream_flap" | "relayer_bounce"));
                 faults.any(|(_, start, end)| *start <= closed && closed <= end + self.slack_ms)
             })
@@ -142,7 +142,7 @@ impl Facts<'_> {
         // v1.sdk_rmcp.none.76d0375e537e499b: a 302 s tool; docs/findings.md, R6).
         let ended_by_server = |stream: &super::story::Stream| {
             let exec = story.execs.first().map_or(u64::MAX, |(_, at)| *at);
-            stream.closed_ms.filter(|_| !stream.completed && !stream.closed_by_client).is_some_and(|closed| {
+            stream.cut_ms().is_some_and(|closed| {
                 exec <= closed && !self.stories.restarts.iter().any(|(restart, _)| *restart == closed)
             })
         };

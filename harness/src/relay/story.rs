@@ -40,6 +40,14 @@ pub struct Stream {
     pub style: String,
 }
 
+impl Stream {
+    /// When the relayer cut it: closed neither by the client nor because all it brought was
+    /// written.
+    pub fn cut_ms(&self) -> Option<u64> {
+        self.closed_ms.filter(|_| !self.completed && !self.closed_by_client)
+    }
+}
+
 /// A window in which bytes on the streams were held back (a stall or a link hold): `(start,
 /// end, only streams opened before start)`.
 #[derive(Debug, Clone, Copy)]
