@@ -1466,6 +1466,30 @@ fn user_outcomes_excuses_a_restart_only_as_the_connection_dies() {
     assert_eq!(learned(850, 900), ["failed"]);
 }
 
+// sdk v1.sdk.none.612dee8fdb042144: a relayer restart killed call 1's tool while it ran, and
+// the bridge failed the call well after the connection died. The restart destroyed the work;
+// the excuse names that, not a tool that ran past the deadline (which it never reached). A
+// restart after the deadline leaves a tool that did run past it.
+#[test]
+fn user_outcomes_names_a_tool_a_restart_killed() {
+    let case = |restart_ms: u64| {
+        let start = |at: u64, boot: u64| relayer(at, kind::RELAYER_START, &[("boot", json!(boot))]);
+        let mut events = vec![
+            std_spec(),
+            start(0, 1),
+            send(100, &call(json!(1), "a1")),
+            r_post(110, "s1", "1", "tools/call", "a1", 202),
+            r_exec(110, "1", "a1", "s1"),
+            start(restart_ms, 2),
+            recv(1_400, &rpc_error(Some(json!(1)), -32603, "tools/call: Transport closed")),
+        ];
+        events.sort_by_key(|e| e.at_ms);
+        outcome_cols(events)
+    };
+    assert_eq!(case(900), ["excused: a relayer restart killed its tool before it finished"]);
+    assert_eq!(case(1_200), ["excused: its tool ran past the call deadline"]);
+}
+
 // sdk_rmcp v1.sdk_rmcp.none.a9013d6a3e0026d7: the answer to call 1 was written at 450 ms, but a
 // stall from 300 ms held the stream it was written to (opened before the stall) past the restart
 // at 500 ms, which destroyed it: the restart cut it in flight. One written to a stream opened

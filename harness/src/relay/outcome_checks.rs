@@ -247,11 +247,27 @@ impl Facts<'_> {
             return Some("the client cancelled it");
         }
         // A tool that never ran (its call was never served) ran past nothing.
-        let slow = story.done_ms.is_none_or(|done| done + self.slack_ms >= request.at_ms + self.call_timeout_ms);
-        if !story.action.is_empty() && !story.execs.is_empty() && slow {
-            return Some("its tool ran past the call deadline");
+        if story.action.is_empty() || story.execs.is_empty() {
+            return None;
         }
-        None
+        self.tool_outran(request, story)
+    }
+
+    /// Why a call whose tool ran could not be answered in time: its last run was still going at
+    /// the deadline, or a relayer restart killed it before it finished. The restart destroyed the
+    /// work and its answer (the relayer forgets a run it cut short): the bridge may fail the call
+    /// or run it again, and an error says no more than the truth (sdk hunt seed 2026,
+    /// v1.sdk.none.612dee8fdb042144: a 1 120 ms tool started at 10 650 ms, the restart at
+    /// 10 800 ms, the call failed at 12 100 ms; this was once labelled a tool that ran past the
+    /// deadline, 8 957 ms later).
+    fn tool_outran(&self, request: &Request, story: &Story) -> Option<&'static str> {
+        let deadline = request.at_ms + self.call_timeout_ms;
+        if let Some(done) = story.done_ms {
+            return (done + self.slack_ms >= deadline).then_some("its tool ran past the call deadline");
+        }
+        let &(_, last_run) = story.execs.last()?;
+        let killed = self.stories.restarts.iter().any(|&(at, _)| at > last_run && at + self.slack_ms < deadline);
+        Some(if killed { "a relayer restart killed its tool before it finished" } else { "its tool ran past the call deadline" })
     }
 
     /// The POST of a request whose acceptance the bridge read (the relayer answered 202, the
