@@ -35,6 +35,8 @@ impl Cell {
 pub struct Coverage {
     pub cases: u64,
     counts: BTreeMap<Cell, u64>,
+    /// The first case (by index) that hit each cell, and its token: a cell's example to replay.
+    examples: BTreeMap<Cell, (u64, String)>,
 }
 
 impl Coverage {
@@ -44,6 +46,27 @@ impl Coverage {
         for cell in cells {
             *self.counts.entry(cell).or_default() += 1;
         }
+    }
+
+    /// Add the observations of case `index` (token `token`), which becomes the example of each
+    /// cell it hit that no earlier case hit (whatever order the cases finish in).
+    pub fn add_named_case(&mut self, index: u64, token: &str, cells: Vec<Cell>) {
+        for cell in &cells {
+            self.note_example(cell, index, token);
+        }
+        self.add_case(cells);
+    }
+
+    fn note_example(&mut self, cell: &Cell, index: u64, token: &str) {
+        let earlier = self.examples.get(cell).is_some_and(|(first, _)| *first <= index);
+        if !earlier {
+            self.examples.insert(cell.clone(), (index, token.to_string()));
+        }
+    }
+
+    /// The token of the first case that hit `cell`, if a named case did.
+    pub fn example(&self, cell: &Cell) -> Option<&str> {
+        self.examples.get(cell).map(|(_, token)| token.as_str())
     }
 
     /// How often a cell was observed in all.
@@ -130,6 +153,9 @@ impl Coverage {
         for (cell, n) in &other.counts {
             *self.counts.entry(cell.clone()).or_default() += n;
         }
+        for (cell, (index, token)) in &other.examples {
+            self.note_example(cell, *index, token);
+        }
     }
 }
 
@@ -182,5 +208,20 @@ mod tests {
         b.add_case(vec![Cell::new(TABLE.name, "crash", "after")]);
         a.merge(&b);
         assert_eq!((a.cases, a.count(TABLE.name, "crash", "after")), (2, 2));
+    }
+
+    #[test]
+    fn a_cells_example_is_its_earliest_case_whatever_the_order() {
+        let crash = Cell::new(TABLE.name, "crash", "after");
+        let mut a = Coverage::default();
+        a.add_named_case(7, "late", vec![crash.clone()]);
+        a.add_named_case(3, "early", vec![crash.clone()]);
+        a.add_named_case(5, "middle", vec![crash.clone()]);
+        assert_eq!(a.example(&crash), Some("early"));
+        let mut b = Coverage::default();
+        b.add_named_case(1, "first", vec![crash.clone()]);
+        a.merge(&b);
+        assert_eq!(a.example(&crash), Some("first"));
+        assert_eq!(a.example(&Cell::new(TABLE.name, "drop", "after")), None);
     }
 }

@@ -210,7 +210,7 @@ impl Progress for Quiet {
 
 enum Message {
     Started { worker: usize, token: Token },
-    Done { worker: usize, outcome: Outcome, cells: Vec<Cell> },
+    Done { worker: usize, index: u64, outcome: Outcome, cells: Vec<Cell> },
     Shrinking(Token),
     Found(Box<Finding>),
 }
@@ -278,11 +278,11 @@ fn coordinate(pool: &Pool, receiver: &mpsc::Receiver<Message>, report: &mut Hunt
     loop {
         match receiver.recv_timeout(Duration::from_millis(500)) {
             Ok(Message::Started { worker, token }) => running[worker] = Some((token, pool.started.elapsed())),
-            Ok(Message::Done { worker, outcome, cells }) => {
-                running[worker] = None;
-                if pool.config.coverage {
-                    report.coverage.add_case(cells);
+            Ok(Message::Done { worker, index, outcome, cells }) => {
+                if let (true, Some((token, _))) = (pool.config.coverage, running[worker].take()) {
+                    report.coverage.add_named_case(index, &token.to_string(), cells);
                 }
+                running[worker] = None;
                 report.cases += 1;
                 report.failed += u64::from(outcome.failed());
                 report.virtual_ms += outcome.stats.virtual_ms;
@@ -332,7 +332,7 @@ fn work(pool: &Pool, worker: usize, sender: &mpsc::Sender<Message>) {
         } else {
             Vec::new()
         };
-        let _ = sender.send(Message::Done { worker, outcome: summary_of(&outcome), cells });
+        let _ = sender.send(Message::Done { worker, index, outcome: summary_of(&outcome), cells });
         if !outcome.failed() || !claim(pool, k, &outcome) {
             continue;
         }

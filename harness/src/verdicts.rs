@@ -159,6 +159,18 @@ pub fn render(coverage: &Coverage) -> String {
             mechanisms.join("; ")
         );
     }
+    // One case to replay per excuse, so a mechanism's label can be read against a trace.
+    let examples: Vec<String> = coverage
+        .cells(TABLE)
+        .filter(|(cell, _)| cell.col.starts_with(EXCUSED))
+        .filter_map(|(cell, _)| coverage.example(cell).map(|token| format!("  {} / {}: {token}", cell.row, cell.col.trim_start_matches(EXCUSED))))
+        .collect();
+    if !examples.is_empty() {
+        let _ = writeln!(out, "verdicts: the first case each excuse was made in (replay it to read the mechanism)");
+        for line in examples {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     out
 }
 
@@ -201,6 +213,12 @@ mod tests {
         assert!(text.contains("100.0%!"), "the blind oracle is flagged: {text}");
         assert!(text.contains("this connection reset 2000"), "{text}");
         assert!(text.contains(" 40.0%!"), "two: 2 of 5 excused, flagged: {text}");
+        assert!(!text.contains("the first case each excuse"), "unnamed cases give no examples: {text}");
+        let mut named = Coverage::default();
+        named.add_named_case(4, "v1.relay.none.0000000000000004", counting(|| run(CHECKERS, &1)).1);
+        let text = render(&named);
+        assert!(text.contains("  one / this connection reset: v1.relay.none.0000000000000004"), "{text}");
+        assert!(!text.contains("held: v1"), "only excuses get examples: {text}");
         let quarter = Totals { held: 3, failed: 0, excused: [("this reply swallowed".to_string(), 1)].into() };
         assert!(quarter.excused_share() <= BLIND_SHARE, "a quarter is not flagged");
     }
