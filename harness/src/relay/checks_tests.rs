@@ -1532,7 +1532,7 @@ fn user_outcomes_counts_an_answer_a_stall_held_past_a_restart_as_cut_by_it() {
 // other rules.
 #[test]
 fn user_outcomes_excuses_an_answer_the_server_never_wrote_after_a_cut() {
-    let styled = |faulted: bool, written: bool, style: &str| {
+    let styled_cancel = |faulted: bool, written: bool, style: &str, cancel: bool| {
         let stream = |kind: &str, at: u64| relayer(at, kind, &[("session", json!("s1")), ("stream", json!("post-2")), ("style", json!(style)), ("by", json!("relayer"))]);
         let get = relayer(0, kind::STREAM_OPEN, &[("session", json!("s1")), ("stream", json!("get-1")), ("style", json!("rmcp"))]);
         let mut events = vec![std_spec(), get, send(100, &call(json!(1), "a1")), r_post(110, "s1", "1", "tools/call", "a1", 202), stream("stream.open", 110)];
@@ -1540,17 +1540,25 @@ fn user_outcomes_excuses_an_answer_the_server_never_wrote_after_a_cut() {
         if faulted {
             events.push(TraceEvent::new(200, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("stream_eof")), ("phase", json!("start")), ("detail", json!("e"))]));
         }
+        if cancel {
+            events.push(send(150, &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})));
+        }
         events.extend([stream("stream.close", 200), tool_done(300, "1", "a1", "", true)]);
         if written {
             events.push(r_sent(300, "1", "a1", "s1", &tool_result(json!(1), "remember a1: done", false)));
         }
         events.push(recv(900, &rpc_error(Some(json!(1)), -32603, "tools/call: Transport closed")));
+        events.sort_by_key(|e| e.at_ms);
         outcome_cols(events)
     };
+    let styled = |faulted: bool, written: bool, style: &str| styled_cancel(faulted, written, style, false);
     let case = |faulted: bool, written: bool| styled(faulted, written, "rmcp");
     assert_eq!(case(true, false), ["excused: a fault cut its POST's stream while it ran, and the server never wrote its answer"]);
     assert_eq!(case(false, false), ["excused: the server ended its POST's stream while its tool ran, and never wrote its answer"]);
     assert_eq!(case(false, true), ["failed"]);
+    // rmcp ends a POST's stream as the client's cancellation of it arrives (sdk_rmcp hunt seed
+    // 2026, v1.sdk_rmcp.none.75a85daeaaf201c2): the client's doing, not R6.
+    assert_eq!(styled_cancel(false, false, "rmcp", true), ["excused: the client cancelled it"]);
     // The answer was written after the cut: the mock keeps it for the bridge to resume, and the
     // window excuses nothing; rmcp's server answers a resumption with nothing it had not sent
     // (R1, v1.sdk_rmcp.none.8d1132b23bef40d0), so there the cut lost it.

@@ -139,11 +139,14 @@ impl Facts<'_> {
         // The server itself ended the stream while its tool ran, with no fault and no restart,
         // and never wrote the answer: rmcp's server drops a session its worker saw no event on
         // for `keep_alive` (5 min), though a tool of it still runs (sdk_rmcp hunt seed 8,
-        // v1.sdk_rmcp.none.76d0375e537e499b: a 302 s tool; docs/findings.md, R6).
+        // v1.sdk_rmcp.none.76d0375e537e499b: a 302 s tool; docs/findings.md, R6). A stream it
+        // ended because the client had cancelled the request is the client's doing (sdk_rmcp
+        // hunt seed 2026, v1.sdk_rmcp.none.75a85daeaaf201c2: rmcp ends the POST's stream as the
+        // `notifications/cancelled` arrives), and is named so below.
         let ended_by_server = |stream: &super::story::Stream| {
             let exec = story.execs.first().map_or(u64::MAX, |(_, at)| *at);
             stream.cut_ms().is_some_and(|closed| {
-                exec <= closed && !self.stories.restarts.iter().any(|(restart, _)| *restart == closed)
+                exec <= closed && !self.stories.restarts.iter().any(|(restart, _)| *restart == closed) && !self.cancelled_by_client_by(request, closed)
             })
         };
         if unwritten && story.post_streams.iter().any(|&n| ended_by_server(&self.stories.streams[n])) {
