@@ -1449,6 +1449,26 @@ fn user_outcomes_excuses_a_restart_only_as_the_connection_dies() {
     };
     assert_eq!(case(520), ["excused: a relayer restart cut it in flight, and the bridge failed it as the connection died"]);
     assert_eq!(case(900), ["failed"]);
+    // Live, the relayer listens again a while after the bounce killed it, and the connection
+    // died at the kill (mcp-proxy, live.v1.relay.none.2438853e10632ed0: killed at 2 809 ms,
+    // the calls failed at 2 814 ms, the new relayer up at 3 011 ms).
+    let live = |answered_ms: u64| {
+        let start = |at: u64, boot: u64| relayer(at, kind::RELAYER_START, &[("boot", json!(boot))]);
+        let bounce = TraceEvent::new(500, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("relayer_bounce")), ("phase", json!("start")), ("detail", json!("b"))]);
+        let mut events = vec![
+            std_spec(),
+            start(0, 1),
+            send(100, &call(json!(1), "a1")),
+            r_post(110, "s1", "1", "tools/call", "a1", 202),
+            bounce,
+            start(700, 2),
+            recv(answered_ms, &rpc_error(Some(json!(1)), -32603, "Connection closed")),
+        ];
+        events.sort_by_key(|e| e.at_ms);
+        outcome_cols(events)
+    };
+    assert_eq!(live(505), ["excused: a relayer restart cut it in flight, and the bridge failed it as the connection died"]);
+    assert_eq!(live(490), ["failed"]);
     // Written after the restart, before any 404 told the bridge the session was gone (sdk_rmcp
     // soak v1.sdk_rmcp.none.834c4f015692b487; the 404 reaches the bridge a connect's time after
     // the relayer wrote it, v1.sdk_rmcp.none.c5b7d8a533dbc3ed): failed as the bridge learned it,

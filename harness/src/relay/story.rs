@@ -241,6 +241,11 @@ impl Stories {
         let mut carried_now: Vec<(u64, String, String, usize)> = Vec::new();
         // Whether the relayer has started once: each later start is a restart.
         let mut booted = false;
+        // When the latest `relayer_bounce` killed the relayer: its restart's moment. In the sim
+        // the new relayer starts in that instant; a live relayer takes a while to listen again
+        // (mcp-proxy, live.v1.relay.none.2438853e10632ed0: killed at 2 809 ms, started at
+        // 3 011 ms), and its connections died at the kill.
+        let mut killed_ms: Option<u64> = None;
         // The connection serving each stream now, by (session, stream name).
         let mut open: BTreeMap<(String, String), usize> = BTreeMap::new();
         // Windowed faults by their detail (two faults of one kind may overlap): (name, start).
@@ -261,6 +266,9 @@ impl Stories {
                         }
                         flaps.clear();
                     } else if event.text("phase") == "start" {
+                        if fault == "relayer_bounce" {
+                            killed_ms = Some(event.at_ms);
+                        }
                         let windowed = matches!(fault.as_str(), "withhold_replies" | "stream_stall" | "link_hold" | "stream_flap" | "post_reject" | "post_reset");
                         if fault == "stream_flap" {
                             let writes = serde_json::from_str::<Value>(&event.text("detail")).ok().and_then(|d| d.get("after_endpoint")?.as_bool()).unwrap_or(true);
@@ -277,12 +285,13 @@ impl Stories {
                     }
                 }
                 (host::RELAYER, kind::RELAYER_START) => {
+                    let at = killed_ms.take().unwrap_or(event.at_ms);
                     if booted {
-                        stories.restarts.push((event.at_ms, u64::MAX));
+                        stories.restarts.push((at, u64::MAX));
                     }
                     booted = true;
                     for (_, stream) in std::mem::take(&mut open) {
-                        stories.streams[stream].closed_ms = Some(event.at_ms);
+                        stories.streams[stream].closed_ms = Some(at);
                     }
                 }
                 (host::RELAYER, kind::STREAM_OPEN) => {
