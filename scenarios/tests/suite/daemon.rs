@@ -331,6 +331,16 @@ fn scripted_scenarios_fail_with_their_bugs_on() {
     }
 }
 
+// A scenario written by hand may leave out the CLI's version: that CLI is the current one, not a
+// version-0 client the daemon must refuse (daemon mutant `client.rs:94`, `current_version` -> 0,
+// survived the gate: every generated and recorded invocation names its version).
+#[test]
+fn an_invocation_written_without_a_version_is_the_current_cli() {
+    let written = serde_json::json!({"at_ms": 0, "method": {"method": "list_tools"}, "timeout_ms": null});
+    let invocation: bridge_under_test::daemon::client::Invocation = serde_json::from_value(written).expect("an invocation without a version parses");
+    assert_eq!(invocation.version, bridge_under_test::daemon::config::PROTOCOL_VERSION);
+}
+
 // The mutation gate (`just mutants daemon`): what cargo-mutants runs against each mutant of the
 // daemon's core. With every switch off, a generated hunt of 900 cases (plain and lifecycle, ~40 s
 // in the dev profile: as strong as the 60 s budget allows), the
@@ -356,6 +366,7 @@ fn mutants_gate_daemon() {
         assert_eq!(run(&scenario).violations, vec![]);
     }
     crossed_frames_cross_and_rearm_nothing();
+    an_invocation_written_without_a_version_is_the_current_cli();
     a_connection_kept_open_settles_on_the_response();
     a_recovery_anchored_fault_starts_at_the_first_restart();
     for (scenario, bug, invariant) in switch_cases() {
