@@ -19,6 +19,12 @@ use crate::verdicts;
 /// (`250·2^k`): the bridge's documented retry policy, restated here.
 pub const POST_RETRIES: usize = 2;
 pub const RETRY_BASE_MS: u64 = 250;
+/// A stream that lives less than this "ends soon after it opens". Not the bridge's 2 s success
+/// mark: a stream of a second or more may have been closed by the bridge's own choice (for a new
+/// `initialize`, after orphans) in the instant a fault ended it, which resets its backoff, and
+/// the relayer then records the fault's close (relay soak v1.relay.none.b85141753c1335fe: the
+/// client's `initialize` and a stream_eof at 1 200 ms, on a stream of 1 100 ms).
+pub const SHORT_STREAM_MS: u64 = 1_000;
 /// A stream that lives this long counts as a success: the bridge's next connect is immediate
 /// (ARCHITECTURE.md, the relay bridge's behaviour: a stream that ends within 2 s of opening
 /// is a failed attempt).
@@ -1087,8 +1093,7 @@ pub fn notifications_keep_meta(facts: &Facts<'_>) -> Vec<Violation> {
 }
 
 /// Reconnect discipline as the relayer sees it. After `k` consecutive streams that each ended
-/// surely short of `STABLE_STREAM_MS` as the bridge saw them (their life at the relayer, plus a
-/// slack for the bytes' travel each way, under it), the next stream opens no sooner than `backoff(k-1)`
+/// within `SHORT_STREAM_MS` of opening, the next stream opens no sooner than `backoff(k-1)`
 /// after the last one ended, so a relayer that keeps accepting and dropping streams never sees
 /// a reconnect storm. And it opens no later than the longest backoff the streams allow: none
 /// after a stream that lived `STABLE_STREAM_MS` (the bridge reconnects at once), `backoff(j-1)`
@@ -1117,7 +1122,7 @@ pub fn reconnect_discipline(facts: &Facts<'_>) -> Vec<Violation> {
         let Some(closed) = stream.closed_ms else { break };
         let seen = facts.stories.released_ms(&stream.session, closed, facts.slack_ms);
         let lived = seen.saturating_sub(stream.opened_ms);
-        short = if lived + facts.slack_ms < STABLE_STREAM_MS && !stream.closed_by_client { short + 1 } else { 0 };
+        short = if lived < SHORT_STREAM_MS && !stream.closed_by_client { short + 1 } else { 0 };
         // For the longest wait, the shortest life the bridge may have seen.
         let lived_at_least = closed.saturating_sub(stream.opened_ms);
         maybe_short = if lived_at_least < STABLE_STREAM_MS + facts.slack_ms { maybe_short + 1 } else { 0 };
