@@ -1102,6 +1102,11 @@ fn relayer(at_ms: u64, kind: &str, fields: &[(&str, Value)]) -> TraceEvent {
     TraceEvent::new(at_ms, host::RELAYER, kind, fields)
 }
 
+/// The relayer's boot number `boot` started (a restart, after the first).
+fn relayer_start(at_ms: u64, boot: u64) -> TraceEvent {
+    relayer(at_ms, kind::RELAYER_START, &[("boot", json!(boot))])
+}
+
 /// The relayer received a POST of `method` (upstream id `id`, the client's `client`) on `s1`.
 fn http_post(at_ms: u64, id: &str, client: &str, method: &str, action: &str, status: u64) -> TraceEvent {
     relayer(at_ms, kind::HTTP_POST, &[
@@ -1437,13 +1442,12 @@ fn outcome_cols(events: Vec<TraceEvent>) -> Vec<String> {
 #[test]
 fn user_outcomes_excuses_a_restart_only_as_the_connection_dies() {
     let case = |answered_ms: u64| {
-        let start = |at: u64, boot: u64| relayer(at, kind::RELAYER_START, &[("boot", json!(boot))]);
         outcome_cols(vec![
             std_spec(),
-            start(0, 1),
+            relayer_start(0, 1),
             send(100, &call(json!(1), "a1")),
             r_post(110, "s1", "1", "tools/call", "a1", 202),
-            start(500, 2),
+            relayer_start(500, 2),
             recv(answered_ms, &rpc_error(Some(json!(1)), -32603, "tools/call: Transport send error")),
         ])
     };
@@ -1453,15 +1457,14 @@ fn user_outcomes_excuses_a_restart_only_as_the_connection_dies() {
     // died at the kill (mcp-proxy, live.v1.relay.none.2438853e10632ed0: killed at 2 809 ms,
     // the calls failed at 2 814 ms, the new relayer up at 3 011 ms).
     let live = |answered_ms: u64| {
-        let start = |at: u64, boot: u64| relayer(at, kind::RELAYER_START, &[("boot", json!(boot))]);
         let bounce = TraceEvent::new(500, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("relayer_bounce")), ("phase", json!("start")), ("detail", json!("b"))]);
         let mut events = vec![
             std_spec(),
-            start(0, 1),
+            relayer_start(0, 1),
             send(100, &call(json!(1), "a1")),
             r_post(110, "s1", "1", "tools/call", "a1", 202),
             bounce,
-            start(700, 2),
+            relayer_start(700, 2),
             recv(answered_ms, &rpc_error(Some(json!(1)), -32603, "Connection closed")),
         ];
         events.sort_by_key(|e| e.at_ms);
@@ -1474,10 +1477,9 @@ fn user_outcomes_excuses_a_restart_only_as_the_connection_dies() {
     // the relayer wrote it, v1.sdk_rmcp.none.c5b7d8a533dbc3ed): failed as the bridge learned it,
     // excused; failed long after, or written once the bridge knew, judged.
     let learned = |written_ms: u64, answered_ms: u64| {
-        let start = |at: u64, boot: u64| relayer(at, kind::RELAYER_START, &[("boot", json!(boot))]);
         let mut gone = r_post(700, "s1", "2", "tools/list", "", 404);
         gone.fields.push(("cause".into(), json!("gone")));
-        let mut events = vec![std_spec(), start(0, 1), start(500, 2), send(written_ms, &call(json!(1), "a1")), gone, recv(answered_ms, &rpc_error(Some(json!(1)), -32603, "tools/call: Transport closed"))];
+        let mut events = vec![std_spec(), relayer_start(0, 1), relayer_start(500, 2), send(written_ms, &call(json!(1), "a1")), gone, recv(answered_ms, &rpc_error(Some(json!(1)), -32603, "tools/call: Transport closed"))];
         events.sort_by_key(|e| e.at_ms);
         outcome_cols(events)
     };
@@ -1493,14 +1495,13 @@ fn user_outcomes_excuses_a_restart_only_as_the_connection_dies() {
 #[test]
 fn user_outcomes_names_a_tool_a_restart_killed() {
     let case = |restart_ms: u64| {
-        let start = |at: u64, boot: u64| relayer(at, kind::RELAYER_START, &[("boot", json!(boot))]);
         let mut events = vec![
             std_spec(),
-            start(0, 1),
+            relayer_start(0, 1),
             send(100, &call(json!(1), "a1")),
             r_post(110, "s1", "1", "tools/call", "a1", 202),
             r_exec(110, "1", "a1", "s1"),
-            start(restart_ms, 2),
+            relayer_start(restart_ms, 2),
             recv(1_400, &rpc_error(Some(json!(1)), -32603, "tools/call: Transport closed")),
         ];
         events.sort_by_key(|e| e.at_ms);
@@ -1519,21 +1520,20 @@ fn user_outcomes_names_a_tool_a_restart_killed() {
 #[test]
 fn user_outcomes_counts_an_answer_a_stall_held_past_a_restart_as_cut_by_it() {
     let case = |post_opened_ms: u64| {
-        let start = |at: u64, boot: u64| relayer(at, kind::RELAYER_START, &[("boot", json!(boot))]);
         let stall = |phase: &str, at: u64| TraceEvent::new(at, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("stream_stall")), ("phase", json!(phase)), ("detail", json!("st"))]);
         let open = relayer(post_opened_ms, kind::STREAM_OPEN, &[("session", json!("s1")), ("stream", json!("post-2")), ("style", json!("rmcp")), ("last_event_id", json!("")), ("ids", json!("[1]"))]);
         let mut sent = r_sent(450, "1", "a1", "s1", &tool_result(json!(1), "remember a1: done", false));
         sent.fields.push(("stream".into(), json!("post-2")));
         let mut events = vec![
             std_spec(),
-            start(0, 1),
+            relayer_start(0, 1),
             relayer(0, kind::STREAM_OPEN, &[("session", json!("s1")), ("stream", json!("get-1")), ("style", json!("rmcp")), ("last_event_id", json!("")), ("ids", json!(""))]),
             send(100, &call(json!(1), "a1")),
             r_post(post_opened_ms, "s1", "1", "tools/call", "a1", 202),
             open,
             stall("start", 300),
             sent,
-            start(500, 2),
+            relayer_start(500, 2),
             relayer(600, kind::STREAM_OPEN, &[("session", json!("s2")), ("stream", json!("get-1")), ("style", json!("rmcp")), ("last_event_id", json!("")), ("ids", json!(""))]),
             stall("end", 700),
             recv(520, &rpc_error(Some(json!(1)), -32603, "tools/call: Transport closed")),

@@ -374,10 +374,8 @@ impl Stories {
                         // A bridge that sends a request anew on a new session numbers it anew
                         // there (the sdk bridge, after a 404: rmcp numbers each session from 0):
                         // one still waiting, carried so far only on other sessions, is the one.
-                        let resent = || {
-                            let elsewhere = |n: &usize| stories.of[*n].posts.iter().all(|post| post.session != session);
-                            candidates.iter().rev().copied().find(|n| written(n) && waiting(*n, 0) && elsewhere(n))
-                        };
+                        let elsewhere = |n: &usize| stories.of[*n].posts.iter().all(|post| post.session != session);
+                        let resent = || candidates.iter().rev().copied().find(|n| written(n) && waiting(*n, 0) && elsewhere(n));
                         let pick = match first(0).or_else(|| first(facts.slack_ms)) {
                             Some(waiting) if Some(waiting) != oldest && !skippable() => oldest,
                             waiting => waiting.or(oldest).or_else(resent),
@@ -388,8 +386,8 @@ impl Stories {
                         // met a 404 and was sent anew on the new session at 11 200 ms; the client
                         // reused id 2 at 11 273 ms, after reading the answer).
                         let before_post = |n: &usize| facts.requests[*n].at_ms <= event.at_ms;
-                        let carried_elsewhere = |n: &usize| !stories.of[*n].posts.is_empty() && stories.of[*n].posts.iter().all(|post| post.session != session);
-                        let sent_anew = || candidates.iter().rev().copied().find(|n| facts.requests[*n].method == method && before_post(n) && waiting(*n, 0) && carried_elsewhere(n));
+                        let posted = |n: &usize| !stories.of[*n].posts.is_empty();
+                        let sent_anew = || candidates.iter().rev().copied().find(|n| written(n) && before_post(n) && waiting(*n, 0) && posted(n) && elsewhere(n));
                         match pick {
                             Some(n) if !before_post(&n) => sent_anew().or(pick),
                             pick => pick,
