@@ -614,14 +614,14 @@ async fn stream(app: App, conn: Conn, backlog: VecDeque<String>, items: mpsc::Un
 }
 
 async fn on_get(State(app): State<App>, headers: HeaderMap) -> Response {
+    let last = header(&headers, "last-event-id").map(str::to_string);
     let opened = app.check(&headers, false, &["text/event-stream"]).and_then(|()| app.session_of(&headers)).and_then(|session| {
-        let last = header(&headers, "last-event-id").map(str::to_string);
-        open_get(&app, &session, last.as_deref()).map(|opened| (session, last, opened))
+        open_get(&app, &session, last.as_deref()).map(|opened| (session, opened))
     });
-    let (session, last, (conn, backlog, items_rx, notes)) = match opened {
+    let (session, (conn, backlog, items_rx, notes)) = match opened {
         Ok(opened) => opened,
         Err((status, cause, code, text)) => {
-            emit!(kind::STREAM_REFUSED, status = status.as_u16(), cause);
+            emit!(kind::STREAM_REFUSED, status = status.as_u16(), cause, last_event_id = last.as_deref().unwrap_or(""));
             return refusal(status, code, &text);
         }
     };

@@ -700,3 +700,33 @@ fn transports_parse_by_name_as_the_specification_spells_them() {
     assert_eq!("relayer".parse::<Transport>(), Ok(Transport::Relayer));
     assert!("websocket".parse::<Transport>().unwrap_err().contains("one of relayer"));
 }
+
+/// A client that hangs up on a stalled stream is gone at once, as a real server learns from its
+/// socket: a new standalone GET is served, not refused 409 as if the old one were still there.
+#[test]
+fn streamable_frees_a_stalled_stream_its_client_hung_up() {
+    let knobs = RelayerKnobs::shared();
+    let events = simulate(Transport::StreamableHttp, true, &knobs, |knobs| async move {
+        let session = mcp_session("2025-11-25").await?;
+        let get_headers = [("accept", "text/event-stream"), ("authorization", BEARER), ("mcp-session-id", session.as_str())];
+        let mut get = request("GET", "/mcp", &get_headers, "").await?;
+        get.event(300).await.ok_or("no priming event on the GET stream")?;
+        turn(&knobs, |k| k.set_stall((0, 20_000), true));
+        drop(get);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let again = request("GET", "/mcp", &get_headers, "").await?;
+        ensure(again.status == 200, format!("a GET after the client hung up on the stalled one: HTTP {}", again.status))?;
+        // With that one connected, a second standalone GET is refused as a real server does (the
+        // TypeScript SDK's 409); a resumption names the event it asked for in the refusal.
+        let second = request("GET", "/mcp", &get_headers, "").await?;
+        ensure(second.status == 409, format!("a second standalone GET: HTTP {}", second.status))?;
+        let unknown = [get_headers.as_slice(), &[("last-event-id", "999")]].concat();
+        let resumed = request("GET", "/mcp", &unknown, "").await?;
+        ensure(resumed.status == 400, format!("a resumption of an event never written: HTTP {}", resumed.status))?;
+        Ok(())
+    });
+    assert_eq!(events.field("stream.refused", "cause"), ["conflict", "last_event_id"]);
+    assert_eq!(events.field("stream.refused", "last_event_id"), ["", "999"]);
+    // The initialize's stream completed; the stalled GET's was closed by its client.
+    assert_eq!(events.field("stream.close", "by"), ["complete", "client"]);
+}
