@@ -141,6 +141,22 @@ pub fn revoked_initialized() -> Scenario {
     relay(10, fast_timing(30_000, 40_000), steps, faults)
 }
 
+/// The relayer refuses the bridge's `notifications/initialized` with 503 from 250 ms for 5 s, past
+/// every retry, and the client, its handshake done, writes nothing more for 40 s. Nothing else
+/// is owed (no call in flight, no notification queued), yet the handshake the client completed
+/// is: the bridge tries it again after the refusal backoff, and the session hears it without
+/// waiting for the client's next message (MODEL.md §4.10: a client's notification reaches the
+/// server unless the client left first).
+pub fn refused_initialized_then_quiet() -> Scenario {
+    let faults = vec![RelayFault::PostReject { at_ms: 250, for_ms: 5_000, status: 503 }];
+    let mut scenario = relay(12, fast_timing(60_000, 10_000), handshake(), faults);
+    if let Some(relay) = scenario.family.downcast_mut::<RelayScenario>() {
+        relay.script.end_at_ms = 40_000;
+        scenario.sim.horizon_ms = 42_000;
+    }
+    scenario
+}
+
 /// A call the relayer accepted whose replay meets resets: the call's tool is slow (5 s), its
 /// stream ends at 1 s, and on the new session every POST's connection is reset after the relayer
 /// admitted it, from 1 850 ms for 1.2 s, so the replay and both its retries get no HTTP answer.

@@ -668,6 +668,7 @@ fn mutants_gate_relay() {
         scenarios::unanswered_initialize_then_revoked(),
         scenarios::late_handshake(),
         scenarios::revoked_initialized(),
+        scenarios::refused_initialized_then_quiet(),
         scenarios::accepted_call_replayed_into_resets(),
     ];
     for scenario in scripted {
@@ -775,6 +776,28 @@ fn a_request_behind_an_outages_backlog_meets_its_deadline_in_the_queue() {
     let written = outcome.trace.of_kind(kind::MCP_SEND).find(|(_, e)| e.text("msg").contains("\"r11\"")).map(|(_, e)| e.at_ms).unwrap();
     let posted = outcome.trace.of_kind(kind::HTTP_POST).find(|(_, e)| r11(e)).map(|(_, e)| e.at_ms).unwrap();
     assert!(posted > written + 1_316, "r11 is POSTed past its deadline: written {written}, POSTed {posted}");
+}
+
+// The relayer refuses the bridge's `notifications/initialized` past its retries (503) and the
+// client, its handshake done, stays quiet: the note is owed though nothing else is, and goes on
+// the refusal backoff, not on the client's next message, which never comes. (Closes relay
+// mutation survivor bridge.rs:346 `||`→`&&` in `retry_after`: with it, a handshake note alone
+// was not owed, and the session never heard it.)
+#[test]
+fn a_handshake_note_refused_past_its_retries_goes_while_the_client_is_quiet() {
+    let outcome = run(&scenarios::refused_initialized_then_quiet());
+    assert_eq!(outcome.violations, vec![]);
+    let notes: Vec<(u64, String)> = outcome
+        .trace
+        .of_kind(kind::HTTP_POST)
+        .filter(|(_, e)| e.text("method") == "notifications/initialized")
+        .map(|(_, e)| (e.at_ms, e.text("status")))
+        .collect();
+    let refused = notes.iter().take_while(|(_, status)| status == "503").count();
+    assert!(refused >= 3, "the note is refused past its retries: {notes:?}");
+    assert_eq!(notes.last().map(|n| n.1.as_str()), Some("202"), "the session never heard the handshake end: {notes:?}");
+    let last_write = crate::client_lines(&outcome, kind::MCP_SEND).len();
+    assert_eq!(last_write, 2, "the client wrote only its handshake");
 }
 
 // The relayer refuses the bridge's `notifications/initialized` for good (401): the note is not
