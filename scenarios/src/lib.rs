@@ -149,7 +149,7 @@ pub fn revoked_initialized() -> Scenario {
 /// server unless the client left first).
 pub fn refused_initialized_then_quiet() -> Scenario {
     let faults = vec![RelayFault::PostReject { at_ms: 250, for_ms: 5_000, status: 503 }];
-    let mut scenario = relay(12, fast_timing(60_000, 10_000), handshake(), faults);
+    let mut scenario = relay(12, fast_timing(6_000, 10_000), handshake(), faults);
     if let Some(relay) = scenario.family.downcast_mut::<RelayScenario>() {
         relay.script.end_at_ms = 40_000;
         scenario.sim.horizon_ms = 42_000;
