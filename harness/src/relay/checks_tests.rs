@@ -1753,6 +1753,25 @@ fn reconnect_discipline_flags_a_storm_of_short_streams() {
     // A stream that lived long is no failure: reconnecting at once is fine.
     let long = vec![std_spec(), stream_open(0, "s1"), stream_close(5_000, "s1"), stream_open(5_010, "s2")];
     assert_clean(&run(reconnect_discipline, long));
+    // One that lived 1.5 s is short of the 2 s that make a connect a success, however the
+    // bytes travelled (slack 10): a bridge that resets its backoff after it, as if any stream
+    // of a second or more had succeeded (relay mutant `bridge.rs:656`, `&&` to `||` in
+    // `close_stream`), storms; at 1 995 ms the bridge may have seen 2 s.
+    let lived = |ms: u64| vec![std_spec(), stream_open(0, "s1"), stream_close(ms, "s1"), stream_open(ms + 50, "s2")];
+    assert_one(&run(reconnect_discipline, lived(1_500)), "reconnect_discipline", 3, "backoff is 500 ms");
+    assert_clean(&run(reconnect_discipline, lived(1_995)));
+    // Unless the bridge may have closed it itself as the fault did (its close then resets the
+    // backoff): the client's `initialize` came while it was open (soak token
+    // v1.relay.none.b85141753c1335fe), or a call was closed out then. Before 1 s the bridge
+    // chooses no close, so a 900 ms stream is short whatever came.
+    let initialize = |at_ms: u64| send(at_ms, &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}));
+    let with = |ms: u64, events: Vec<TraceEvent>| [vec![std_spec(), stream_open(0, "s1")], events, vec![stream_close(ms, "s1"), stream_open(ms + 50, "s2")]].concat();
+    assert_clean(&run(reconnect_discipline, with(1_500, vec![initialize(1_400)])));
+    assert_one(&run(reconnect_discipline, with(900, vec![initialize(800)])), "reconnect_discipline", 4, "backoff is 500 ms");
+    let call = send(100, &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let closed_out = |at_ms: u64| recv(at_ms, &json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "timed out"}}));
+    assert_clean(&run(reconnect_discipline, with(1_500, vec![call.clone(), closed_out(1_300)])));
+    assert_one(&run(reconnect_discipline, with(1_500, vec![call, closed_out(900)])), "reconnect_discipline", 5, "backoff is 500 ms");
     // Nor is one the bridge closed itself (for orphaned replies, soak token
     // v1.relay.none.7dfd120c5415b487): it reconnects at once, as MODEL.md §1 asks.
     let by_client = TraceEvent::new(100, host::RELAYER, kind::STREAM_CLOSE, &[("session", json!("s1")), ("by", json!("client"))]);

@@ -19,11 +19,12 @@ use crate::verdicts;
 /// (`250·2^k`): the bridge's documented retry policy, restated here.
 pub const POST_RETRIES: usize = 2;
 pub const RETRY_BASE_MS: u64 = 250;
-/// A stream that lives less than this "ends soon after it opens". Not the bridge's 2 s success
-/// mark: a stream of a second or more may have been closed by the bridge's own choice (for a new
-/// `initialize`, after orphans) in the instant a fault ended it, which resets its backoff, and
-/// the relayer then records the fault's close (relay soak v1.relay.none.b85141753c1335fe: the
-/// client's `initialize` and a stream_eof at 1 200 ms, on a stream of 1 100 ms).
+/// A stream that lives less than this "ends soon after it opens", whatever closed it. One that
+/// lived longer but surely short of the bridge's 2 s success mark is short too, unless the bridge
+/// may have chosen to close it (for the client's `initialize`, after orphaned calls): that resets
+/// its backoff, and if a fault ended the stream in the same instant the relayer records the
+/// fault's close (relay soak v1.relay.none.b85141753c1335fe: the client's `initialize` and a
+/// stream_eof at 1 200 ms, on a stream of 1 100 ms). The bridge chooses no close before this.
 pub const SHORT_STREAM_MS: u64 = 1_000;
 /// A stream that lives this long counts as a success: the bridge's next connect is immediate
 /// (ARCHITECTURE.md, the relay bridge's behaviour: a stream that ends within 2 s of opening
@@ -58,6 +59,17 @@ impl Facts<'_> {
     /// most 15 s.
     pub(super) fn recovery_ms(&self) -> u64 {
         self.sse_idle_ms + self.watchdog_ms() + 15_000 + 4 * self.slack_ms
+    }
+
+    /// Whether the bridge may have chosen to close a stream open from `opened` to `closed`, as
+    /// its boundaries show: the client wrote an `initialize` while it was open (the bridge
+    /// replaces a session it initialized with made-up params), or a request was answered then
+    /// only after the call deadline ran out (a close-out: two orphans make the bridge reconnect).
+    fn close_maybe_chosen(&self, opened: u64, closed: u64) -> bool {
+        let within = |at: u64| opened <= at && at <= closed + self.slack_ms;
+        let initialize = self.requests.iter().any(|r| r.method == "initialize" && within(r.at_ms));
+        let closed_out = self.requests.iter().filter_map(|r| r.answered.as_ref().map(|a| (r.at_ms, a.at_ms))).any(|(asked, answered)| within(answered) && answered >= asked + self.call_timeout_ms);
+        initialize || closed_out
     }
 
     /// How often the bridge's watchdog checks for silence: `max(500, idle/3)` (MODEL.md §1.3).
@@ -1122,7 +1134,8 @@ pub fn reconnect_discipline(facts: &Facts<'_>) -> Vec<Violation> {
         let Some(closed) = stream.closed_ms else { break };
         let seen = facts.stories.released_ms(&stream.session, closed, facts.slack_ms);
         let lived = seen.saturating_sub(stream.opened_ms);
-        short = if lived < SHORT_STREAM_MS && !stream.closed_by_client { short + 1 } else { 0 };
+        let failed = lived < SHORT_STREAM_MS || (lived + facts.slack_ms < STABLE_STREAM_MS && !facts.close_maybe_chosen(stream.opened_ms, closed));
+        short = if failed && !stream.closed_by_client { short + 1 } else { 0 };
         // For the longest wait, the shortest life the bridge may have seen.
         let lived_at_least = closed.saturating_sub(stream.opened_ms);
         maybe_short = if lived_at_least < STABLE_STREAM_MS + facts.slack_ms { maybe_short + 1 } else { 0 };
