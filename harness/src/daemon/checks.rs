@@ -271,6 +271,19 @@ impl<'a> Facts<'a> {
         self.spans.iter().map(|s| (s.start_ms, s.end_ms))
     }
 
+    /// How long in `[from, to]` some disruptive fault was in effect (overlapping windows counted
+    /// once): what can have held work done in that span, and nothing outside it.
+    pub fn disrupted_ms(&self, from: u64, to: u64) -> u64 {
+        let mut windows: Vec<(u64, u64)> = self.disruptions().map(|(s, e)| (s.max(from), e.min(to))).filter(|(s, e)| s < e).collect();
+        windows.sort_unstable();
+        let (mut total, mut reached) = (0, from);
+        for (start, end) in windows {
+            total += end.saturating_sub(start.max(reached));
+            reached = reached.max(end);
+        }
+        total
+    }
+
     /// The action in progress at `at_ms`.
     pub fn action_at(&self, at_ms: u64) -> Option<u64> {
         let within = |a: &&Action| a.start_ms <= at_ms && a.end_ms.is_none_or(|end| at_ms <= end);

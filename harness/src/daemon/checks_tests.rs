@@ -1340,9 +1340,12 @@ fn no_orphaned_work_flags_work_after_the_answer_and_past_every_bound() {
     assert!(found[0].detail.contains("after the CLI read"), "{found:?}");
     let mut endless = reset_then_drain(5_000, "1");
     endless.push(upstream(200_000, kind::SERVER_RECV, "a1.1"));
-    let found = run(no_orphaned_work, endless);
+    let found = run(no_orphaned_work, endless.clone());
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("later than any correct work"), "{found:?}");
+    // A stall after the message held none of the work before it: no excuse.
+    let later = [endless, vec![fault(200_001, "daemon_stall", "start"), fault(400_000, "daemon_stall", "end")]].concat();
+    assert_eq!(run(no_orphaned_work, later).len(), 1);
 }
 
 #[test]
@@ -1503,9 +1506,20 @@ fn action_within_its_path_flags_a_listing_kept_alive_past_its_pages() {
     events.extend((1..20).map(|k| frame(10 + 300 * k, "a1.1")));
     events.push(reply(6_000, "a1.1", ""));
     events.push(done(6_000, 1));
-    let found = run(action_within_its_path, events);
+    let found = run(action_within_its_path, events.clone());
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("action 1 took 6000 ms"), "{}", found[0].detail);
+    // A stall held the daemon only for the time it overlapped the action: one after it ended
+    // excuses nothing, one through it excuses its overlap (two overlapping windows count once).
+    let stall = |from: u64, to: u64, detail: &str| {
+        let at = |at_ms: u64, phase: &str| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("daemon_stall")), ("phase", json!(phase)), ("detail", json!(detail))]);
+        vec![at(from, "start"), at(to, "end")]
+    };
+    let with = |stalls: Vec<TraceEvent>| [stalls, events.clone()].concat();
+    assert_eq!(run(action_within_its_path, with(stall(7_000, 17_000, "later"))).len(), 1);
+    assert_eq!(run(action_within_its_path, with(stall(1_000, 5_000, "through"))), vec![]);
+    let doubled = [stall(1_000, 3_500, "one"), stall(1_000, 3_500, "two")].concat();
+    assert_eq!(run(action_within_its_path, with(doubled)).len(), 1);
 }
 
 #[test]

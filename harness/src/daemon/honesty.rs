@@ -82,17 +82,11 @@ impl<'f, 'a> Story<'f, 'a> {
 
     /// The longest a correct daemon may keep working for a request whose client went away
     /// without closing it at the daemon: the OAuth wait and every page (or the ceiling's call),
-    /// plus the time a stall of the daemon held that work still after it was sent.
-    fn work_bound_ms(&self, attempt: &Attempt) -> u64 {
+    /// plus `held_ms`, the time faults held that work still.
+    fn work_bound_ms(&self, attempt: &Attempt, held_ms: u64) -> u64 {
         let facts = self.facts;
         let call = facts.deadline_ms(attempt).max(facts.sdk_request_timeout_ms);
-        let stalled: u64 = facts
-            .spans
-            .iter()
-            .filter(|s| s.fault == "daemon_stall" && s.end_ms >= attempt.at_ms)
-            .map(|s| s.end_ms - s.start_ms.max(attempt.at_ms))
-            .sum();
-        facts.oauth_timeout_ms + (facts.max_pages + 1) * call + stalled + facts.slack_ms
+        facts.oauth_timeout_ms + (facts.max_pages + 1) * call + held_ms + facts.slack_ms
     }
 
     /// The latest time the daemon may still count `attempt` as in flight: its answer (the daemon
@@ -109,7 +103,15 @@ impl<'f, 'a> Story<'f, 'a> {
         if end.code == "reset" {
             upstream
         } else {
-            upstream.max(attempt.at_ms.saturating_add(self.work_bound_ms(attempt)))
+            // Any stall of the daemon after the send may have held the work.
+            let stalled: u64 = self
+                .facts
+                .spans
+                .iter()
+                .filter(|s| s.fault == "daemon_stall" && s.end_ms >= attempt.at_ms)
+                .map(|s| s.end_ms - s.start_ms.max(attempt.at_ms))
+                .sum();
+            upstream.max(attempt.at_ms.saturating_add(self.work_bound_ms(attempt, stalled)))
         }
     }
 
@@ -434,11 +436,11 @@ fn drain_met_work(story: &Story<'_, '_>, action: u64, before: usize) -> bool {
 
 /// No orphaned work: the MCP server receives nothing for a user request once the CLI has read
 /// the daemon's answer to it, nor later than a correct daemon could still be working on it (the
-/// OAuth wait and every page, or the ceiling's call, plus every disruption's length, from the
-/// send): work for a request that has ended must end with it.
+/// OAuth wait and every page, or the ceiling's call, plus the time a disruption was in effect
+/// between the send and the message, from the send): work for a request that has ended must end
+/// with it.
 pub fn no_orphaned_work(facts: &Facts<'_>) -> Vec<Violation> {
     let story = Story::new(facts);
-    let stalled: u64 = facts.disruptions().map(|(s, e)| e.saturating_sub(s)).sum();
     let by_id: BTreeMap<&str, &Attempt> = facts.attempts.iter().map(|a| (a.id.as_str(), a)).collect();
     let mut found = Vec::new();
     for (index, event) in facts.trace.of_kind(kind::SERVER_RECV) {
@@ -454,8 +456,7 @@ pub fn no_orphaned_work(facts: &Facts<'_>) -> Vec<Violation> {
             .map(|e| e.at_ms);
         let bound = attempt
             .at_ms
-            .saturating_add(story.work_bound_ms(attempt))
-            .saturating_add(stalled);
+            .saturating_add(story.work_bound_ms(attempt, facts.disrupted_ms(attempt.at_ms, at)));
         let detail = match answered {
             Some(end) if at > end + facts.slack_ms => format!(
                 "the MCP server received a message for {request} at {at} ms, after the CLI read \

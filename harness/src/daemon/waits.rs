@@ -321,17 +321,17 @@ fn attempt_bound_ms(facts: &Facts<'_>, attempt: &Attempt, path: Upstream) -> u64
 /// User-level outcome, path-additive: every action ends within the sum of the bounds of the path
 /// it took — each attempt's (OAuth wait, pages, ceiling, idle budget), each replacement's (lock
 /// wait, drain, stop wait, launch, ready wait), each plain launch's (lock wait, ready wait) — plus
-/// the time a disruption (stall) held the daemon, read from what the CLI did and what the MCP
-/// server was asked, not from the daemon's events.
+/// the time a disruption (stall) was in effect while the action was open, read from what the
+/// CLI did and what the MCP server was asked, not from the daemon's events.
 pub fn action_within_its_path(facts: &Facts<'_>) -> Vec<Violation> {
     let paths = upstream_paths(facts);
-    let stalled: u64 = facts.disruptions().map(|(s, e)| e.saturating_sub(s)).sum();
     let mut found = Vec::new();
     for (action, steps) in steps(facts) {
         let Some(start) = facts.actions.iter().find(|a| a.action == action) else {
             continue;
         };
-        let mut bound = stalled + facts.slack_ms;
+        let end = start.end_ms.unwrap_or(facts.horizon_ms);
+        let mut bound = facts.disrupted_ms(start.start_ms, end) + facts.slack_ms;
         for (n, (_, event)) in steps.iter().enumerate() {
             // A state's wait counts as far as the next step came, up to its own bound (a longer
             // one is `bounded_waits`'s to name): the lock and ready waits are only as long as
@@ -353,7 +353,6 @@ pub fn action_within_its_path(facts: &Facts<'_>) -> Vec<Violation> {
                     .map_or(facts.slack_ms, |(ms, _)| gap.min(ms + facts.slack_ms)),
             };
         }
-        let end = start.end_ms.unwrap_or(facts.horizon_ms);
         let took = end.saturating_sub(start.start_ms);
         if took > bound {
             let index = steps.last().map_or(0, |(i, _)| *i);
