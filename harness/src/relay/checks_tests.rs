@@ -3379,6 +3379,42 @@ fn server_messages_delivered_owes_the_client_nothing_on_another_clients_session(
     never_read(case("mcp", true, beside, 30), 5);
 }
 
+// mcp-remote 0.15.1 over HTTP+SSE opens streams it never sends anything on beside the one it
+// initializes for the client (live.v1.relay.none.dd6c57048042a12b): a message the server wrote
+// only there was never the client's to read. A session the bridge sent something on, or one that
+// was gone before the client's was initialized, is still owed.
+#[test]
+fn server_messages_delivered_owes_the_client_nothing_on_a_session_the_bridge_never_used() {
+    use crate::relay::traffic_checks::server_messages_delivered;
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "n1"}});
+    let case = |closed: Option<u64>, posted: bool| {
+        let hello = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "sim-client", "version": "1.0.0"}}});
+        let welcome = json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2024-11-05", "capabilities": {}, "serverInfo": {"name": "mock-relayer", "version": "1.0.0"}}});
+        let params = json!({"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "sim-client (via mcp-remote 0.15.1)", "version": "1.0.0"}});
+        let mut events = vec![
+            std_spec(),
+            send(5, &hello),
+            relayer(20, kind::STREAM_OPEN, &[("session", json!("s1"))]),
+            relayer(30, kind::STREAM_OPEN, &[("session", json!("s2"))]),
+            relayer(40, kind::REPLY_SENT, &[("id", json!("")), ("session", json!("s1")), ("stream", json!("")), ("msg", json!(note.to_string()))]),
+            relayer(150, kind::RPC_INITIALIZE, &[("session", json!("s2")), ("params", json!(params.to_string()))]),
+            recv(160, &welcome),
+        ];
+        if let Some(at) = closed {
+            events.push(relayer(at, kind::STREAM_CLOSE, &[("session", json!("s1")), ("by", json!("client"))]));
+        }
+        if posted {
+            events.push(TraceEvent::new(60, host::RELAYER, kind::HTTP_POST, &[("session", json!("s1")), ("id", json!("")), ("client_id", json!("")), ("note", json!("")), ("method", json!("notifications/initialized")), ("action", json!("")), ("key", json!("")), ("status", json!(202)), ("cause", json!("accepted"))]));
+        }
+        events.sort_by_key(|e| e.at_ms);
+        run(server_messages_delivered, events)
+    };
+    assert_clean(&case(None, false));
+    assert_clean(&case(Some(9_000), false));
+    assert_one(&case(Some(100), false), "server_messages_delivered", 4, "the client never read it");
+    assert_one(&case(None, true), "server_messages_delivered", 4, "the client never read it");
+}
+
 #[test]
 fn server_messages_delivered_follows_a_server_request_to_the_client_and_its_answer_back() {
     use crate::relay::faults::ServerMessage;

@@ -3,7 +3,7 @@
 //! drops them breaks every feature built on them (log streams, tool-list refreshes, `roots`,
 //! sampling); one that loses the client's answer leaves the server's request hanging.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
@@ -27,6 +27,10 @@ const CLIENT_LEFT: &str = "the client left first";
 /// The session is another MCP client's: the bridge initialized it under another name and never
 /// carried a request of the client's on it, and the client had a session of its own or none yet.
 const ANOTHER_CLIENT: &str = "the bridge opened that session as another MCP client, and the client had its own or none yet";
+
+/// The session is one the bridge opened and never sent anything on, while it initialized another
+/// under the client's name; the client had that one, or none yet.
+const BYSTANDER: &str = "the bridge never used that session, and opened the client's beside it";
 
 /// One message the server wrote unasked: where, when, on which stream connection.
 struct Sent {
@@ -60,6 +64,17 @@ fn server_id(msg: &Value) -> Option<&Value> {
     msg.get("params")?.get("_meta")?.get(SERVER_ID_META)
 }
 
+/// Sessions the bridge opened that are not the client's way to the server ([`foreign_sessions`]).
+#[derive(Default)]
+struct Sessions {
+    /// Initialized as another MCP client, and no request of the client's went on them.
+    foreign: BTreeSet<String>,
+    /// Never sent anything on, open while the bridge initialized another under the client's name.
+    bystanders: BTreeSet<String>,
+    /// Whether the bridge initialized a session under the client's own name.
+    own: bool,
+}
+
 /// The sessions the bridge initialized as another MCP client: the `initialize` that opened one
 /// named a client whose name does not contain the name the client gave, and no request of the
 /// client's went on it; and whether the bridge also initialized a session under the client's own
@@ -68,20 +83,39 @@ fn server_id(msg: &Value) -> Option<&Value> {
 /// the client's session as "sim-client (via mcp-remote 0.15.1)", and never closes or uses the
 /// probe (harness error H3 of docs/findings.md). A bridge that speaks for the client only under
 /// its own name (rmcp's `rmcp`, the Python SDK's `mcp`) opens no session under the client's name.
-fn foreign_sessions(facts: &Facts<'_>) -> (BTreeSet<String>, bool) {
+fn foreign_sessions(facts: &Facts<'_>) -> Sessions {
     let events = &facts.trace.events;
     let name_of = |msg: &Value| msg.pointer("/clientInfo/name").or_else(|| msg.pointer("/params/clientInfo/name")).and_then(Value::as_str).map(str::to_string);
     let client_sent = events.iter().filter(|e| e.host == host::CLIENT && e.kind == kind::MCP_SEND).map(message);
     let Some(client) = client_sent.filter(|msg| msg.get("method").and_then(Value::as_str) == Some("initialize")).find_map(|msg| name_of(&msg)) else {
-        return (BTreeSet::new(), false);
+        return Sessions::default();
     };
     let carried = |session: &str| {
         facts.stories.all_posts.iter().any(|(_, _, s, id, method, status)| s == session && !id.is_empty() && !method.is_empty() && method != "initialize" && *status == 202)
     };
     let opened = events.iter().filter(|e| e.host == host::RELAYER && e.kind == kind::RPC_INITIALIZE);
-    let named: Vec<(String, String)> = opened.filter_map(|e| Some((e.text("session"), name_of(&serde_json::from_str(&e.text("params")).ok()?)?))).collect();
-    let own = named.iter().any(|(_, name)| name.contains(&client));
-    (named.into_iter().filter(|(session, name)| !name.contains(&client) && !carried(session)).map(|(session, _)| session).collect(), own)
+    let named: Vec<(String, String, u64)> = opened.filter_map(|e| Some((e.text("session"), name_of(&serde_json::from_str(&e.text("params")).ok()?)?, e.at_ms))).collect();
+    let own = named.iter().any(|(_, name, _)| name.contains(&client));
+    let foreign: BTreeSet<String> = named.iter().filter(|(session, name, _)| !name.contains(&client) && !carried(session)).map(|(session, _, _)| session.clone()).collect();
+    // Bystanders: a session the bridge opened and never sent anything on (no `initialize`, no
+    // POST at all), open while it initialized another under the client's name. mcp-remote
+    // 0.15.1 over HTTP+SSE opens two such streams beside the one it gives the client
+    // (live.v1.relay.none.dd6c57048042a12b).
+    let own_at: Vec<u64> = named.iter().filter(|(_, name, _)| name.contains(&client)).map(|(_, _, at)| *at).collect();
+    let mut life: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.host == host::RELAYER) {
+        if e.kind == kind::STREAM_OPEN {
+            life.entry(e.text("session")).or_insert((e.at_ms, u64::MAX));
+        } else if e.kind == kind::STREAM_CLOSE {
+            if let Some(span) = life.get_mut(&e.text("session")) {
+                span.1 = e.at_ms;
+            }
+        }
+    }
+    let silent = |session: &str| !facts.stories.all_posts.iter().any(|post| post.2 == session);
+    let beside = |(from, to): (u64, u64)| own_at.iter().any(|at| from <= *at && *at <= to);
+    let bystanders = life.into_iter().filter(|(session, span)| silent(session) && beside(*span)).map(|(session, _)| session).collect();
+    Sessions { foreign, bystanders, own }
 }
 
 /// Every message the server started (a notification, or a request to the client) and wrote to a
@@ -97,7 +131,7 @@ fn foreign_sessions(facts: &Facts<'_>) -> (BTreeSet<String>, bool) {
 /// unanswered: it was not yet in any session the server could address).
 pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     let slack = facts.slack_ms;
-    let (foreign, own_session) = foreign_sessions(facts);
+    let sessions = foreign_sessions(facts);
     let handshake = facts.requests.iter().find(|r| r.method == "initialize");
     let before_handshake = |at: u64| handshake.is_some_and(|r| r.answered.as_ref().is_none_or(|a| a.at_ms > at));
     let eof = facts.stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
@@ -117,8 +151,13 @@ pub fn server_messages_delivered(facts: &Facts<'_>) -> Vec<Violation> {
         })
         .collect();
     for sent in sent {
-        if foreign.contains(&sent.session) && (own_session || before_handshake(sent.at_ms)) {
+        let not_the_clients = sessions.own || before_handshake(sent.at_ms);
+        if sessions.foreign.contains(&sent.session) && not_the_clients {
             verdicts::excused(ANOTHER_CLIENT);
+            continue;
+        }
+        if sessions.bystanders.contains(&sent.session) && not_the_clients {
+            verdicts::excused(BYSTANDER);
             continue;
         }
         let arrives = facts.stories.released_ms(&sent.session, sent.at_ms, 2 * slack) + 2 * slack;
