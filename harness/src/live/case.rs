@@ -33,6 +33,9 @@ const CLIENT_GRACE: Duration = Duration::from_secs(2);
 
 /// Wall time the case waits for an exit beyond the bridge's exit bound (its CPU at any speed).
 const EXIT_WALL_GRACE_MS: u64 = 1_000;
+/// By when a bridge has usually sent the client's `initialize` on (its start-up, a probe of the
+/// server): the case waits this long plus its `initialize` deadline before it ends.
+const INITIALIZE_SENT_BY_MS: u64 = 3_000;
 
 /// What a live case needs besides its scenario.
 #[derive(Debug, Clone)]
@@ -109,7 +112,8 @@ async fn drive(
         bugs = "",
         profile = %scenario.profile.join("+"),
         promises = %crate::relay::oracles::promises_field(&bridge.profile),
-        exit_within_ms = bridge.profile.exit_within_ms
+        exit_within_ms = bridge.profile.exit_within_ms,
+        initialize_deadline_ms = bridge.profile.initialize_deadline_ms.unwrap_or(0)
     );
     // The harness's side runs by the wall clock: the scenario with every duration divided by
     // the speed. The bridge gets its timing in its own time.
@@ -149,7 +153,10 @@ async fn drive(
     let close_stdin = Arc::new(Notify::new());
     let (client, stdin_closed) = start_client(&fast, seed, recorder, close_stdin.clone(), stdin, stdout);
     let targets = Targets { knobs: &knobs, close_stdin: &close_stdin, script: &fast.script };
-    let end = |closed_wall_ms| case_end_wall_ms(horizon_ms, bridge.profile.exit_within_ms, speed, closed_wall_ms);
+    // A bridge with a deadline of its own for the `initialize` is given the time to answer it
+    // with an error: the deadline, from a start-up of a few seconds, and the slack.
+    let lasts_ms = bridge.profile.initialize_deadline_ms.map_or(horizon_ms, |ms| horizon_ms.max(ms + INITIALIZE_SENT_BY_MS + bridge.profile.slack_ms));
+    let end = |closed_wall_ms| case_end_wall_ms(lasts_ms, bridge.profile.exit_within_ms, speed, closed_wall_ms);
     let deadline = tokio::time::sleep_until(clock.at_wall(end(None)).into());
     // The process may exit before the fault plan is over (stdin closed early, or a crash).
     let exited = {

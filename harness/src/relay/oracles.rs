@@ -10,7 +10,8 @@ use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
 use super::profile::Profile;
-use crate::relay::checks::{Facts, CHECKERS};
+use crate::relay::checks::{Facts, Request, CHECKERS};
+use crate::verdicts;
 use crate::schema::McpSchema;
 use crate::trace::{Trace, Violation};
 
@@ -163,12 +164,29 @@ fn process_lifetime(trace: &Trace, exit_within_ms: u64) -> Vec<Violation> {
 /// answers leaves the server "starting" in the IDE for good (mcp-proxy waits for its own
 /// `initialize` upstream before it reads stdin, live.v1.relay.none.3ee4d3cfde965c52). Excused
 /// only when the client itself left (closed stdin) before the bridge's call deadline had run
-/// out from the write, as `user_outcomes` excuses any other request.
+/// out from the write, as `user_outcomes` excuses any other request. A bridge whose profile
+/// declares a deadline of its own for the `initialize` (from when it sends it to the server) is
+/// not judged when the harness ended the case before that deadline had run out: it would have
+/// answered with an error (mcp-remote's 30 s, live.v1.relay.none.0f86e980ca4897cc: the case
+/// ended at 27 s, the timer was due at 30.8 s).
 fn initialize_answered(facts: &Facts<'_>) -> Vec<Violation> {
     let eof = facts.trace.events.iter().find(|e| e.host == host::CLIENT && e.kind == kind::CLIENT_EOF).map(|e| e.at_ms);
     let end = facts.trace.events.iter().find(|e| e.kind == kind::PROCESS_EXIT);
+    let own_deadline = facts.trace.first(kind::RUN_SPEC).map_or(0, |spec| spec.num("initialize_deadline_ms"));
+    let sent_on = |request: &Request| {
+        let posted = facts.trace.events.iter().find(|e| e.host == host::RELAYER && e.kind == kind::HTTP_POST && e.text("method") == "initialize" && e.at_ms >= request.at_ms);
+        posted.map_or(request.at_ms, |post| post.at_ms)
+    };
+    let cut_short = |request: &&Request| {
+        let killed = end.filter(|exit| exit.text("by") == "harness").map(|exit| exit.at_ms);
+        let cut = own_deadline > 0 && eof.is_none() && killed.is_some_and(|at| at < sent_on(request) + own_deadline + facts.slack_ms);
+        if cut {
+            verdicts::excused("the case ended before the bridge's own initialize deadline ran out");
+        }
+        !cut
+    };
     let owed = facts.requests.iter().filter(|r| r.method == "initialize" && r.id.is_some() && !r.dup && r.answered.is_none());
-    let unexcused = owed.filter(|r| eof.is_none_or(|eof| eof >= r.at_ms + facts.call_timeout_ms + facts.slack_ms));
+    let unexcused = owed.filter(|r| eof.is_none_or(|eof| eof >= r.at_ms + facts.call_timeout_ms + facts.slack_ms)).filter(cut_short);
     unexcused
         .take(3)
         .map(|request| {
@@ -268,6 +286,19 @@ mod tests {
         // deadline: nothing is known against the bridge. Left after the deadline: it hung.
         assert!(found(vec![eof(1_005), exit(1_200, "self")]).is_empty());
         assert_eq!(found(vec![eof(61_000), exit(61_200, "self")]).len(), 1);
+        // A bridge with a 30 s deadline of its own for the initialize (mcp-remote), which it sent
+        // on at 812 ms: killed at 27.3 s, before the deadline ran out, it is not judged
+        // (live.v1.relay.none.0f86e980ca4897cc); killed at 31.5 s, it was.
+        let own = TraceEvent::new(0, host::SIM, kind::RUN_SPEC, &[("engine", Value::from("live")), ("call_timeout_ms", Value::from(21_297)), ("slack_ms", Value::from(500)), ("initialize_deadline_ms", Value::from(30_000))]);
+        let posted = TraceEvent::new(812, host::RELAYER, kind::HTTP_POST, &[("method", Value::from("initialize")), ("status", Value::from(202))]);
+        let with_own = |killed: u64| {
+            let trace = Trace { events: vec![own.clone(), send.clone(), posted.clone(), exit(killed, "harness")] };
+            initialize_answered(&Facts::new(&trace, &McpSchema::new())).len()
+        };
+        assert_eq!(with_own(27_314), 0);
+        assert_eq!(with_own(31_500), 1);
+        // Without such a deadline the same case is judged as any other.
+        assert_eq!(found(vec![posted.clone(), exit(27_314, "harness")]).len(), 1);
     }
 
     #[test]

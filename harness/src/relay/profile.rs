@@ -67,6 +67,14 @@ pub struct Profile {
     /// Where the deadline comes from in its source.
     #[serde(default)]
     pub deadline_source: String,
+    /// Its own deadline for the client's `initialize`, in milliseconds from when it sends it to
+    /// the server, if it has one apart from `deadline` (mcp-remote answers an unanswered
+    /// `initialize` with an error after 30 s): a case lasts long enough for it to run out.
+    #[serde(default)]
+    pub initialize_deadline_ms: Option<u64>,
+    /// Where that deadline comes from in its source.
+    #[serde(default)]
+    pub initialize_deadline_source: String,
     /// How long after stdin closes it may take to exit.
     #[serde(default = "exit_within_ms")]
     pub exit_within_ms: u64,
@@ -112,6 +120,8 @@ impl Profile {
             transports: Vec::new(),
             deadline: Deadline::None,
             deadline_source: String::new(),
+            initialize_deadline_ms: None,
+            initialize_deadline_source: String::new(),
             exit_within_ms: exit_within_ms(),
             slack_ms: slack_ms(),
             bearer: false,
