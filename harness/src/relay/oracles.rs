@@ -174,12 +174,16 @@ fn initialize_answered(facts: &Facts<'_>) -> Vec<Violation> {
     let end = facts.trace.events.iter().find(|e| e.kind == kind::PROCESS_EXIT);
     let own_deadline = facts.trace.first(kind::RUN_SPEC).map_or(0, |spec| spec.num("initialize_deadline_ms"));
     let sent_on = |request: &Request| {
-        let posted = facts.trace.events.iter().find(|e| e.host == host::RELAYER && e.kind == kind::HTTP_POST && e.text("method") == "initialize" && e.at_ms >= request.at_ms);
-        posted.map_or(request.at_ms, |post| post.at_ms)
+        // The POST that carried the client's own `initialize` (not a probe of the bridge's).
+        let client_id = request.id.as_deref().unwrap_or("");
+        let posted = facts.trace.events.iter().find(|e| e.host == host::RELAYER && e.kind == kind::HTTP_POST && e.text("method") == "initialize" && e.text("client_id") == client_id && e.at_ms >= request.at_ms);
+        posted.map(|post| post.at_ms)
     };
     let cut_short = |request: &&Request| {
         let killed = end.filter(|exit| exit.text("by") == "harness").map(|exit| exit.at_ms);
-        let cut = own_deadline > 0 && eof.is_none() && killed.is_some_and(|at| at < sent_on(request) + own_deadline + facts.slack_ms);
+        // Never sent on, it has no timer running: the bridge holds it (M1).
+        let due = sent_on(request).map(|at| at + own_deadline + facts.slack_ms);
+        let cut = own_deadline > 0 && eof.is_none() && killed.zip(due).is_some_and(|(at, due)| at < due);
         if cut {
             verdicts::excused("the case ended before the bridge's own initialize deadline ran out");
         }
@@ -290,7 +294,11 @@ mod tests {
         // on at 812 ms: killed at 27.3 s, before the deadline ran out, it is not judged
         // (live.v1.relay.none.0f86e980ca4897cc); killed at 31.5 s, it was.
         let own = TraceEvent::new(0, host::SIM, kind::RUN_SPEC, &[("engine", Value::from("live")), ("call_timeout_ms", Value::from(21_297)), ("slack_ms", Value::from(500)), ("initialize_deadline_ms", Value::from(30_000))]);
-        let posted = TraceEvent::new(812, host::RELAYER, kind::HTTP_POST, &[("method", Value::from("initialize")), ("status", Value::from(202))]);
+        let posted = TraceEvent::new(812, host::RELAYER, kind::HTTP_POST, &[("method", Value::from("initialize")), ("client_id", Value::from("0")), ("status", Value::from(202))]);
+        // A probe's initialize (mcp-remote's own session, M1) starts no timer for the client's.
+        let probe = TraceEvent::new(700, host::RELAYER, kind::HTTP_POST, &[("method", Value::from("initialize")), ("client_id", Value::from("")), ("status", Value::from(200))]);
+        let trace = Trace { events: vec![own.clone(), send.clone(), probe, exit(27_314, "harness")] };
+        assert_eq!(initialize_answered(&Facts::new(&trace, &McpSchema::new())).len(), 1, "never sent on, the client's initialize has no timer running");
         let with_own = |killed: u64| {
             let trace = Trace { events: vec![own.clone(), send.clone(), posted.clone(), exit(killed, "harness")] };
             initialize_answered(&Facts::new(&trace, &McpSchema::new())).len()
