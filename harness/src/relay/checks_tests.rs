@@ -2973,6 +2973,16 @@ fn post_retries_paces_every_retry_and_sends_each_one() {
     assert_clean(&run(retry_checks::post_retries, posts(&[(100, 429), (400, 429), (950, 202)])));
     // Three refusals in a row end the send: nothing more is owed.
     assert_clean(&run(retry_checks::post_retries, posts(&[(100, 503), (400, 503), (950, 503)])));
+    // A new send after them waits the backoff's next step (1 000 ms: relay mutant bridge.rs:321,
+    // `<<` to `>>`, tried the initialize again 62 ms after its third reset) ...
+    let spent = [(100, 0), (400, 0), (950, 0)];
+    assert_one(&run(retry_checks::post_retries, posts(&[&spent[..], &[(1_050, 202)]].concat())), "post_retries", 5, "the backoff is 1000 ms");
+    assert_clean(&run(retry_checks::post_retries, posts(&[&spent[..], &[(1_960, 202)]].concat())));
+    // ... unless the client wrote meanwhile, which asks for the session at once.
+    let mut asked = posts(&[&spent[..], &[(1_050, 202)]].concat());
+    asked.push(send(1_000, &list(json!(7))));
+    asked.sort_by_key(|e| e.at_ms);
+    assert_clean(&run(retry_checks::post_retries, asked));
     // A retry 100 ms after the first refusal: a retry storm.
     assert_one(&run(retry_checks::post_retries, posts(&[(100, 429), (200, 202)])), "post_retries", 3, "the backoff is 250 ms");
     // The second wait shorter than the first (backoff that shrinks).

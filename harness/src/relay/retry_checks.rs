@@ -52,7 +52,9 @@ struct Streak {
 /// Per message (session, id, method, and for a client's notification the step it stamps in its
 /// `_meta`, which the relayer logs as `note`: two notifications of one method are two messages)
 /// as the relayer received it: after the `k`-th transient refusal in a row (k ≤ `POST_RETRIES`)
-/// the next POST of that message comes no sooner than `250·2^(k-1)` ms later, and it does come, unless the session ended (the relayer closed it or
+/// the next POST of that message comes no sooner than `250·2^(k-1)` ms later (after the last
+/// retry failed too, the send is over, and the message goes again no sooner than the next step,
+/// `250·2^POST_RETRIES` ms, unless the client wrote meanwhile), and it does come, unless the session ended (the relayer closed it or
 /// the bridge opened another), the client already read the request's answer or closed stdin,
 /// or the run ended first. A message refused for good (401, 403, any 4xx but 404 and 429) is
 /// not retried: the next POST on its session within the retry schedule is not that message
@@ -93,7 +95,11 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
         }
         let key = (session.as_str(), message);
         let previous = streaks.remove(&key);
-        if let Some(streak) = &previous {
+        // Past its retries, a message goes again on the next step of the backoff, or sooner
+        // only because the client wrote meanwhile (which asks for the session anew).
+        let spent = previous.as_ref().is_some_and(|streak| streak.refusals > POST_RETRIES);
+        let asked_anew = previous.as_ref().is_some_and(|streak| client_writes.iter().any(|w| w + facts.slack_ms >= streak.at_ms && *w <= *at_ms));
+        if let Some(streak) = previous.as_ref().filter(|_| !(spent && asked_anew)) {
             let (waited, wait) = (at_ms - streak.at_ms, wait_ms(streak.refusals));
             if waited < wait {
                 let detail = format!(
@@ -110,9 +116,10 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
         if !matches!(status, 0 | 429 | 500..=599) {
             continue;
         }
-        let (refusals, first_ms) = previous.map_or((1, *at_ms), |s| (s.refusals + 1, s.first_ms));
-        // Past the retries the send is over; a later POST of the message is a new send.
-        if refusals <= POST_RETRIES {
+        let (refusals, first_ms) = previous.filter(|_| !spent).map_or((1, *at_ms), |s| (s.refusals + 1, s.first_ms));
+        // Past the retries the send is over; a later POST of the message is a new send, no
+        // sooner than the backoff's next step.
+        if refusals <= POST_RETRIES + 1 {
             streaks.insert(key, Streak { refusals, first_ms, index: *index, at_ms: *at_ms, status: *status });
         }
     }
@@ -123,7 +130,9 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
         .flat_map(|(n, story)| story.posts.iter().map(move |post| (post.index, n)))
         .collect();
     let eof = stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
-    for ((session, message), streak) in streaks {
+    // A send whose retries are spent is owed no further POST here (the bridge answers or keeps
+    // the message, which other oracles judge).
+    for ((session, message), streak) in streaks.into_iter().filter(|(_, streak)| streak.refusals <= POST_RETRIES) {
         let due = streak.at_ms + wait_ms(streak.refusals) + facts.slack_ms;
         let session_ended = stories.streams.iter().any(|stream| {
             (stream.session == session && stream.closed_ms.is_some_and(|closed| closed <= due))
