@@ -352,14 +352,20 @@ fn read_trace(path: &std::path::Path, family: Option<String>) -> Result<(Trace, 
     Ok((trace, family))
 }
 
+/// A trace's verdicts: a live run's by the live oracles (what its run reported), a simulated
+/// run's by its family's checkers.
+fn judge(trace: &Trace, family: &Family) -> Vec<harness::trace::Violation> {
+    if harness::relay::oracles::is_live(trace) {
+        harness::relay::oracles::judge(trace, &McpSchema::new())
+    } else {
+        (family.check)(trace, &McpSchema::new())
+    }
+}
+
 fn check_command(path: &std::path::Path, family: Option<String>) -> Result<ExitCode, String> {
     let (trace, family) = read_trace(path, family)?;
     let family = family?;
-    let violations = if harness::relay::oracles::is_live(&trace) {
-        harness::relay::oracles::judge(&trace, &McpSchema::new())
-    } else {
-        (family.check)(&trace, &McpSchema::new())
-    };
+    let violations = judge(&trace, family);
     println!("check: {} ({} events, family {})", path.display(), trace.events.len(), family.name);
     print_violations(&violations);
     println!("trace-hash: {:016x}", trace.hash());
@@ -369,7 +375,7 @@ fn check_command(path: &std::path::Path, family: Option<String>) -> Result<ExitC
 fn view_command(path: &std::path::Path, html: &std::path::Path, family: Option<String>) -> Result<ExitCode, String> {
     let (trace, family) = read_trace(path, family)?;
     let (violations, summary) = match family {
-        Ok(family) => ((family.check)(&trace, &McpSchema::new()), spec_summary(&trace, family.name)),
+        Ok(family) => (judge(&trace, family), spec_summary(&trace, family.name)),
         Err(why) => {
             eprintln!("note: drawing without checkers: {why}");
             (Vec::new(), format!("{} events, family unknown", trace.events.len()))

@@ -276,3 +276,28 @@ fn an_sdk_trace_is_drawn_through_the_bridge() {
         assert!(layout.messages.iter().any(|m| m.label == "result"), "{token}: answers drawn");
     }
 }
+
+/// A live run's trace is drawn with the verdicts the live oracles give it, the same `check`
+/// prints, not with the simulated family's checkers: here a refused POST never sent again, which
+/// a bridge whose profile promises no retries (this trace's `promises` is empty) is not judged by.
+#[test]
+fn view_marks_a_live_trace_by_its_live_verdicts() {
+    let dir = scratch("live");
+    let lines = [
+        r#"{"at_ms":0,"host":"sim","kind":"run.spec","fields":{"family":"relay","engine":"live","call_timeout_ms":60000,"sweep_period_ms":5000,"slack_ms":500,"horizon_ms":60000,"speed":1,"sse_idle_ms":3000,"bugs":"","profile":"","promises":"","exit_within_ms":5000}}"#,
+        r#"{"at_ms":0,"host":"bridge","kind":"process.start","fields":{"command":"bridge {url}","pid":1,"transport":"sse","url":"http://127.0.0.1:1/sse"}}"#,
+        r#"{"at_ms":10,"host":"relayer","kind":"stream.open","fields":{"session":"s1","style":"lf"}}"#,
+        r#"{"at_ms":100,"host":"relayer","kind":"http.post","fields":{"session":"s1","id":"\"probe\"","client_id":"","note":"","method":"initialize","action":"","key":"","status":429,"cause":"fault"}}"#,
+        r#"{"at_ms":20000,"host":"client","kind":"client.eof","fields":{"reason":"end"}}"#,
+        r#"{"at_ms":20100,"host":"bridge","kind":"process.exit","fields":{"code":"0","signal":"","by":"self"}}"#,
+    ];
+    let jsonl = dir.join("live.jsonl");
+    std::fs::write(&jsonl, lines.join("\n") + "\n").unwrap();
+    let (code, out, err) = harness_cli(&["check", jsonl.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("--- violations (0)"), "{out}");
+    let html = dir.join("live.html");
+    let (code, out, err) = harness_cli(&["view", jsonl.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(" 0 violations marked"), "{out}");
+}
