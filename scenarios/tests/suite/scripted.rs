@@ -778,6 +778,16 @@ fn a_request_behind_an_outages_backlog_meets_its_deadline_in_the_queue() {
     assert!(posted > written + 1_316, "r11 is POSTed past its deadline: written {written}, POSTed {posted}");
 }
 
+/// Each POST of `notifications/initialized` the relayer received: when, and its status.
+fn handshake_notes(outcome: &harness::trace::Outcome) -> Vec<(u64, String)> {
+    outcome
+        .trace
+        .of_kind(kind::HTTP_POST)
+        .filter(|(_, e)| e.text("method") == "notifications/initialized")
+        .map(|(_, e)| (e.at_ms, e.text("status")))
+        .collect()
+}
+
 // The relayer refuses the bridge's `notifications/initialized` past its retries (503) and the
 // client, its handshake done, stays quiet: the note is owed though nothing else is, and goes on
 // the refusal backoff, not on the client's next message, which never comes. (Closes relay
@@ -787,12 +797,7 @@ fn a_request_behind_an_outages_backlog_meets_its_deadline_in_the_queue() {
 fn a_handshake_note_refused_past_its_retries_goes_while_the_client_is_quiet() {
     let outcome = run(&scenarios::refused_initialized_then_quiet());
     assert_eq!(outcome.violations, vec![]);
-    let notes: Vec<(u64, String)> = outcome
-        .trace
-        .of_kind(kind::HTTP_POST)
-        .filter(|(_, e)| e.text("method") == "notifications/initialized")
-        .map(|(_, e)| (e.at_ms, e.text("status")))
-        .collect();
+    let notes = handshake_notes(&outcome);
     let refused = notes.iter().take_while(|(_, status)| status == "503").count();
     assert!(refused >= 3, "the note is refused past its retries: {notes:?}");
     assert_eq!(notes.last().map(|n| n.1.as_str()), Some("202"), "the session never heard the handshake end: {notes:?}");
@@ -809,12 +814,7 @@ fn a_handshake_note_refused_past_its_retries_goes_while_the_client_is_quiet() {
 fn a_note_refused_for_good_waits_for_the_backoff_cap() {
     let outcome = run(&scenarios::revoked_initialized());
     assert_eq!(outcome.violations, vec![]);
-    let notes: Vec<(u64, String)> = outcome
-        .trace
-        .of_kind(kind::HTTP_POST)
-        .filter(|(_, e)| e.text("method") == "notifications/initialized")
-        .map(|(_, e)| (e.at_ms, e.text("status")))
-        .collect();
+    let notes = handshake_notes(&outcome);
     assert_eq!(notes.first().map(|n| n.1.as_str()), Some("401"), "the note is refused for good: {notes:?}");
     // Sent again only once the client wrote its call (3 000 ms), which needs the session.
     assert!(notes.get(1).is_none_or(|again| again.0 >= 3_000), "no retry on the retry schedule: {notes:?}");
