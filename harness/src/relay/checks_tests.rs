@@ -1483,6 +1483,18 @@ fn user_outcomes_excuses_a_restart_only_as_the_connection_dies() {
         events.sort_by_key(|e| e.at_ms);
         outcome_cols(events)
     };
+    // Written just after the kill, while the bridge's new handshake met the restart, and never
+    // POSTed: failed at once on that network error, excused; failed a second later, judged
+    // (sdk_rmcp soak v1.sdk_rmcp.none.ac17abfeef2535f6).
+    let waited = |answered_ms: u64| {
+        let bounce = TraceEvent::new(500, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("relayer_bounce")), ("phase", json!("start")), ("detail", json!("b"))]);
+        let cannot = "cannot connect to the server: Client error: io, when send initialize request";
+        let mut events = vec![std_spec(), relayer_start(0, 1), bounce, relayer_start(500, 2), send(508, &call(json!(1), "a1")), recv(answered_ms, &rpc_error(Some(json!(1)), -32603, cannot))];
+        events.sort_by_key(|e| e.at_ms);
+        outcome_cols(events)
+    };
+    assert_eq!(waited(550), ["excused: a relayer restart failed the connect it waited on, and the bridge failed it on that network error"]);
+    assert_eq!(waited(1_550), ["failed"]);
     assert_eq!(learned(600, 750), ["excused: a relayer restart cut it in flight, and the bridge failed it as the connection died"]);
     assert_eq!(learned(600, 1_300), ["failed"]);
     assert_eq!(learned(850, 900), ["failed"]);

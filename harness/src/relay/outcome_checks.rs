@@ -193,6 +193,24 @@ impl Facts<'_> {
         if restarted {
             return Some("a relayer restart cut it in flight, and the bridge failed it as the connection died");
         }
+        // Written as the relayer went down (from the kill until a connect after it listened
+        // again), no POST of it reached the relayer, and failed by the time the new relayer
+        // could have answered: the restart failed the connect it waited on (its own, or the
+        // bridge's new handshake), a network error the bridge fails a request on (MODEL.md §1.4;
+        // sdk_rmcp soak v1.sdk_rmcp.none.ac17abfeef2535f6: killed at 26 100 ms, written at
+        // 26 108 ms, "cannot connect to the server … when send initialize request" at 26 150 ms).
+        let down = |killed: u64| {
+            let back = self.trace.events.iter().find(|e| e.host == host::RELAYER && e.kind == kind::RELAYER_START && e.at_ms >= killed).map_or(u64::MAX, |e| e.at_ms);
+            (killed, back)
+        };
+        let refused = story.posts.is_empty()
+            && self.stories.restarts.iter().map(|&(killed, _)| down(killed)).any(|(killed, back)| {
+                let reconnected = back.saturating_add(CONNECT_MS + self.slack_ms);
+                killed <= request.at_ms && request.at_ms <= reconnected && request.answered.as_ref().is_some_and(|a| a.at_ms <= reconnected + self.slack_ms)
+            });
+        if refused {
+            return Some("a relayer restart failed the connect it waited on, and the bridge failed it on that network error");
+        }
         // A reset is no refusal (its status is the relayer's, or 0 when it was cut unread): it is
         // judged above, by whether it could force the outcome.
         if story.posts.iter().any(|p| p.status != 202 && !p.reset) {
