@@ -102,19 +102,16 @@ fn foreign_sessions(facts: &Facts<'_>) -> Sessions {
     // 0.15.1 over HTTP+SSE opens two such streams beside the one it gives the client
     // (live.v1.relay.none.dd6c57048042a12b).
     let own_at: Vec<u64> = named.iter().filter(|(_, name, _)| name.contains(&client)).map(|(_, _, at)| *at).collect();
-    let mut life: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for e in events.iter().filter(|e| e.host == host::RELAYER) {
-        if e.kind == kind::STREAM_OPEN {
-            life.entry(e.text("session")).or_insert((e.at_ms, u64::MAX));
-        } else if e.kind == kind::STREAM_CLOSE {
-            if let Some(span) = life.get_mut(&e.text("session")) {
-                span.1 = e.at_ms;
-            }
-        }
+    // Each session's life, from its first stream's opening to its last one's end.
+    let mut life: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for stream in &facts.stories.streams {
+        let closed = stream.closed_ms.unwrap_or(u64::MAX);
+        let span = life.entry(stream.session.as_str()).or_insert((stream.opened_ms, closed));
+        *span = (span.0.min(stream.opened_ms), span.1.max(closed));
     }
     let silent = |session: &str| !facts.stories.all_posts.iter().any(|post| post.2 == session);
     let beside = |(from, to): (u64, u64)| own_at.iter().any(|at| from <= *at && *at <= to);
-    let bystanders = life.into_iter().filter(|(session, span)| silent(session) && beside(*span)).map(|(session, _)| session).collect();
+    let bystanders = life.into_iter().filter(|(session, span)| silent(session) && beside(*span)).map(|(session, _)| session.to_string()).collect();
     Sessions { foreign, bystanders, own }
 }
 
