@@ -11,6 +11,10 @@ use harness::trace::Violation;
 use harness::view;
 use proptest::strategy::ValueTree;
 
+/// How many of the bridge's last stderr lines a report prints (a Python traceback's cause is
+/// its last line, its origin a dozen lines up).
+const STDERR_LINES: usize = 20;
+
 #[derive(clap::Args)]
 pub struct LiveArgs {
     /// The bridge command, run with `sh -c`; `{url}` is replaced by the mock server's URL (also
@@ -240,14 +244,19 @@ fn report(case: &Case, judged: Judged, bridge: &Bridge, args: &LiveArgs, schema:
     println!("token: {}", case.token());
     println!("replay: harness live {} --replay {} --runs 10", bridge_flags(bridge, args), case.token());
     write_outputs(case, &judged, args)?;
+    print_stderr(&judged);
+    Ok(())
+}
+
+/// The last lines the bridge wrote on stderr in `judged`'s run (its own account of an exit).
+fn print_stderr(judged: &Judged) {
     let stderr = String::from_utf8_lossy(&judged.stderr);
     if !stderr.trim().is_empty() {
         println!("--- bridge stderr (last lines)");
-        for line in stderr.lines().rev().take(10).collect::<Vec<_>>().into_iter().rev() {
+        for line in stderr.lines().rev().take(STDERR_LINES).collect::<Vec<_>>().into_iter().rev() {
             println!("  {line}");
         }
     }
-    Ok(())
 }
 
 /// Rerun `case` `runs` times: how many runs broke `invariant`, and the last run.
@@ -318,6 +327,7 @@ fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> 
         print!("{}", judged.trace.render());
         print_violations(&judged.violations);
         write_outputs(case, &judged, args)?;
+        print_stderr(&judged);
     }
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -274,14 +274,13 @@ impl<'a> Facts<'a> {
     /// How long in `[from, to]` some disruptive fault was in effect (overlapping windows counted
     /// once): what can have held work done in that span, and nothing outside it.
     pub fn disrupted_ms(&self, from: u64, to: u64) -> u64 {
-        let mut windows: Vec<(u64, u64)> = self.disruptions().map(|(s, e)| (s.max(from), e.min(to))).filter(|(s, e)| s < e).collect();
-        windows.sort_unstable();
-        let (mut total, mut reached) = (0, from);
-        for (start, end) in windows {
-            total += end.saturating_sub(start.max(reached));
-            reached = reached.max(end);
-        }
-        total
+        covered_ms(self.disruptions(), from, to)
+    }
+
+    /// How long in `[from, to]` the daemon process was stalled (`daemon_stall`, overlapping
+    /// windows counted once).
+    pub fn stalled_ms(&self, from: u64, to: u64) -> u64 {
+        covered_ms(self.spans.iter().filter(|s| s.fault == "daemon_stall").map(|s| (s.start_ms, s.end_ms)), from, to)
     }
 
     /// The action in progress at `at_ms`.
@@ -837,6 +836,19 @@ fn validate_response(
     result
 }
 
+/// How much of `[from, to]` the `windows` cover, overlapping windows counted once.
+fn covered_ms(windows: impl Iterator<Item = (u64, u64)>, from: u64, to: u64) -> u64 {
+    let mut windows: Vec<(u64, u64)> = windows.map(|(s, e)| (s.max(from), e.min(to))).filter(|(s, e)| s < e).collect();
+    windows.sort_unstable();
+    let (mut total, mut reached) = (0, from);
+    for (start, end) in windows {
+        total += end.saturating_sub(start.max(reached));
+        reached = reached.max(end);
+    }
+    total
+}
+
 #[cfg(test)]
 #[path = "checks_tests.rs"]
 mod tests;
+

@@ -1175,6 +1175,34 @@ fn honest_status_flags_a_count_left_by_a_reset_and_an_idle_lie() {
     assert!(found[0].detail.contains("at least 1"), "{found:?}");
 }
 
+/// A request its client gave up on (`timeout` at 1 000 ms) may be counted while its work could
+/// still run: the OAuth wait and every page, 2 000 + 101 × 1 000 + 20 ms, plus the stalls of the
+/// daemon inside that span. A stall that came after the span held nothing, so it does not let a
+/// later status count the request.
+#[test]
+fn honest_status_counts_an_abandoned_request_only_while_its_work_could_run() {
+    let abandoned = |probe_ms: u64, stall: (u64, u64)| {
+        vec![
+            action(0, 2),
+            send_to(10, 2, 1, 1),
+            fail(1_000, "a2.1", "timeout"),
+            fault(stall.0, "daemon_stall", "start"),
+            fault(stall.1, "daemon_stall", "end"),
+            action(probe_ms - 100, 1),
+            probe(probe_ms, 1, 1, "1"),
+        ]
+    };
+    // Within the bound (103 030 ms), or held by a stall inside it: may still be in flight.
+    assert_eq!(run(honest_status, abandoned(100_000, (200_000, 210_000))), vec![]);
+    assert_eq!(run(honest_status, abandoned(110_000, (50_000, 60_000))), vec![]);
+    // A stall inside the bound that reaches past it extends it by all its length.
+    assert_eq!(run(honest_status, abandoned(140_000, (100_000, 140_000))), vec![]);
+    // Past the bound, a stall that began after the bound excuses nothing.
+    let found = run(honest_status, abandoned(110_000, (115_000, 200_000)));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("at most 0"), "{found:?}");
+}
+
 #[test]
 fn justified_refusal_passes_a_drain_of_real_work() {
     let mut events = vec![action(0, 2), send_to(10, 2, 1, 1), action(100, 1)];

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::checks::{Attempt, Facts};
 use crate::check::capped;
 use crate::trace::{TraceEvent, Violation};
+use crate::verdicts;
 
 /// A time that never comes: the request may still be in flight at the end of the run.
 const NEVER: u64 = u64::MAX;
@@ -103,15 +104,18 @@ impl<'f, 'a> Story<'f, 'a> {
         if end.code == "reset" {
             upstream
         } else {
-            // Any stall of the daemon after the send may have held the work.
-            let stalled: u64 = self
-                .facts
-                .spans
-                .iter()
-                .filter(|s| s.fault == "daemon_stall" && s.end_ms >= attempt.at_ms)
-                .map(|s| s.end_ms - s.start_ms.max(attempt.at_ms))
-                .sum();
-            upstream.max(attempt.at_ms.saturating_add(self.work_bound_ms(attempt, stalled)))
+            // A stall of the daemon while the work could still run held it that much longer;
+            // one after the work could have ended held nothing (the bound grows with each stall
+            // inside it, until no further stall falls within).
+            let mut stalled = 0;
+            loop {
+                let until = attempt.at_ms.saturating_add(self.work_bound_ms(attempt, stalled));
+                let held = self.facts.stalled_ms(attempt.at_ms, until);
+                if held == stalled {
+                    break upstream.max(until);
+                }
+                stalled = held;
+            }
         }
     }
 
@@ -214,6 +218,7 @@ pub fn honest_status(facts: &Facts<'_>) -> Vec<Violation> {
                  at least {lower} were"
             )
         } else {
+            verdicts::held();
             continue;
         };
         found.push(facts.violation("honest_status", index, detail));
