@@ -108,7 +108,7 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
         tally.cases += 1;
         tally.case_ms += done.judged.wall_ms;
         tally.bridge_ms += done.judged.trace.events.last().map_or(0, |e| e.at_ms);
-        let verdict = done.judged.violations.first().map_or("ok".to_string(), |v| format!("[{}]", v.invariant));
+        let verdict = if done.judged.violations.is_empty() { "ok".to_string() } else { format!("[{}]", oracles(&done.judged.violations).join(", ")) };
         // Every case on a log; on a terminal, the bar and the failures.
         if !done.judged.violations.is_empty() || !terminal {
             bar.line(&format!("case {:>4} {} {:>6.1} s {verdict}", done.index, done.case.token(), done.judged.wall_ms as f64 / 1000.0));
@@ -307,8 +307,7 @@ fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> 
     let mut last = None;
     for run in 1..=args.runs {
         let judged = live::run(case, bridge, schema).map_err(|e| e.0)?;
-        let mut names: Vec<String> = judged.violations.iter().map(|v| v.invariant.clone()).collect();
-        names.dedup();
+        let names = oracles(&judged.violations);
         eprintln!("run {run}: {:.1} s, {}", judged.wall_ms as f64 / 1000.0, if names.is_empty() { "ok".to_string() } else { names.join(", ") });
         if !names.is_empty() {
             failed += 1;
@@ -340,6 +339,17 @@ fn bridge_flags(bridge: &Bridge, args: &LiveArgs) -> String {
     }
     flags.push_str(&format!(" --transport {} --speed {}", bridge.transport, bridge.speed.factor()));
     flags
+}
+
+/// The oracles `violations` broke, each once, in the order they were first broken.
+fn oracles(violations: &[Violation]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for violation in violations {
+        if !names.contains(&violation.invariant) {
+            names.push(violation.invariant.clone());
+        }
+    }
+    names
 }
 
 fn print_violations(violations: &[Violation]) {

@@ -1251,6 +1251,30 @@ fn quiescence_passes_an_idle_settled_run() {
     assert_eq!(run(quiescence, crashed), vec![]);
 }
 
+/// The report is read only once the run settled: one that began less than a superseded
+/// daemon's exit poll (100 ms) after the CLIs' last act, or after the heal, is flagged itself.
+#[test]
+fn quiescence_flags_a_report_taken_before_the_run_could_settle() {
+    let idle = |heal_ms: u64, report_ms: u64| {
+        vec![
+            metadata(0, 1, "write"),
+            action(0, 1),
+            send_to(10, 1, 1, 1),
+            reply(500, "a1.1", ""),
+            fault(heal_ms, "heal", "start"),
+            report(report_ms, 1, "0"),
+            settled(report_ms, 1, "1", ""),
+        ]
+    };
+    assert_eq!(run(quiescence, idle(0, 600)), vec![]);
+    let found = run(quiescence, idle(0, 520));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("20 ms after the CLIs' last act at 500 ms"), "{found:?}");
+    let found = run(quiescence, idle(2_000, 2_050));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("50 ms after the heal at 2000 ms"), "{found:?}");
+}
+
 #[test]
 fn quiescence_flags_a_busy_daemon_a_stale_file_and_a_held_lock() {
     let mut events = reset_then_drain(210, "1");

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use bridge_under_test::daemon::config::STATUS_TIMEOUT_MIN_MS;
+use bridge_under_test::daemon::config::{POLL_MS, STATUS_TIMEOUT_MIN_MS};
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
@@ -280,6 +280,33 @@ pub fn justified_refusal(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
+/// The end-of-run report shows what settled only if it began a superseded daemon's exit poll
+/// ([`POLL_MS`]) or more after both the heal and the CLIs' last act: an earlier one reads a
+/// daemon on its way out as live, and a leftover as "still settling", so every verdict drawn from
+/// it would be void. Its first record (`cli.report`, or `cli.settled` when no daemon was live)
+/// is read, not the CLI's own claim of having waited.
+fn report_too_early(facts: &Facts<'_>) -> Option<Violation> {
+    let events = &facts.trace.events;
+    let began = events.iter().position(|e| e.kind == kind::CLI_REPORT || e.kind == kind::CLI_SETTLED)?;
+    let before = &events[..began];
+    let heal = before.iter().filter(|e| e.kind == kind::FAULT_INJECTED && e.text("fault") == "heal").map(|e| e.at_ms).max();
+    let last_act = before.iter().filter(|e| e.host == host::CLI).map(|e| e.at_ms).max();
+    let (since, what) = match (heal, last_act) {
+        (Some(h), Some(a)) if a > h => (a, "the CLIs' last act"),
+        (Some(h), _) => (h, "the heal"),
+        (None, Some(a)) => (a, "the CLIs' last act"),
+        (None, None) => return None,
+    };
+    let at = events[began].at_ms;
+    (at < since + POLL_MS).then(|| {
+        let detail = format!(
+            "the end-of-run report began at {at} ms, {} ms after {what} at {since} ms: before a superseded daemon's exit poll ({POLL_MS} ms) could run, it cannot show what settled",
+            at - since
+        );
+        facts.violation("quiescence", began, detail)
+    })
+}
+
 /// Quiescence: in the end-of-run report, after heal and settle, every live daemon answers
 /// `status` and is idle unless a user request may still be in flight there, the metadata file
 /// names a live daemon (or one that crashed and could not clean up), and no lock file is held.
@@ -294,7 +321,7 @@ pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
         return Vec::new();
     }
     let story = Story::new(facts);
-    let mut found = Vec::new();
+    let mut found: Vec<Violation> = report_too_early(facts).into_iter().collect();
     let still_live: Vec<u64> = settled
         .text("live")
         .split(',')
