@@ -369,9 +369,8 @@ fn bounded_waits_counts_held_excused_and_failed() {
     let trace = Trace { events };
     let schema = McpSchema::new();
     let facts = Facts::new(&trace, &schema);
-    let (found, cells) = crate::verdicts::counting(|| crate::verdicts::run(&[("bounded_waits", bounded_waits as Checker)], &facts));
+    let (found, columns) = crate::verdicts::judged("bounded_waits", bounded_waits, &facts);
     assert_eq!(found.len(), 1, "{found:?}");
-    let columns: Vec<String> = cells.into_iter().map(|cell| cell.col).collect();
     assert_eq!(columns, ["failed", "held", "excused: the agent closed stdin before its reply was due"]);
 }
 
