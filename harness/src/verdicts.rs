@@ -206,6 +206,38 @@ pub(crate) fn judged<F>(name: &'static str, checker: impl Fn(&F) -> Vec<Violatio
     (found, cells.into_iter().map(|cell| cell.col).filter(|col| col != RAN).collect())
 }
 
+/// For each family's test: hunt `cases` generated cases of `family` (every switch off, coverage
+/// on) and assert that each of its `checkers` ran and recorded at least one verdict, but for
+/// those `never` names with the reason it judges nothing by default. Those must record none (a
+/// stale entry hides a blind spot as well as a missing one).
+#[cfg(test)]
+pub(crate) fn assert_every_oracle_judged<C>(
+    family: &'static crate::family::Family,
+    checkers: &[(&'static str, C)],
+    never: &[(&str, &str)],
+    cases: u64,
+    base_seed: u64,
+) {
+    let mut config = crate::hunt::HuntConfig::new(family, &[], cases, base_seed);
+    (config.coverage, config.keep_going, config.shrink_budget) = (true, true, 0);
+    let report = crate::hunt::hunt(&config, &mut crate::hunt::Quiet).expect("no switches");
+    let totals = totals(&report.coverage);
+    let mut wrong = Vec::new();
+    for (name, _) in checkers {
+        let reason = never.iter().find(|(oracle, _)| oracle == name).map(|(_, reason)| *reason);
+        match (totals.get(*name).map(Totals::seen), reason) {
+            (None, _) => wrong.push(format!("{name} never ran")),
+            (Some(0), None) => wrong.push(format!("{name} judged nothing in {cases} cases")),
+            (Some(seen), Some(reason)) if seen > 0 => wrong.push(format!("{name} recorded {seen} verdicts, yet is listed as never judged: {reason}")),
+            _ => {}
+        }
+    }
+    for (oracle, _) in never.iter().filter(|(oracle, _)| !checkers.iter().any(|(name, _)| name == oracle)) {
+        wrong.push(format!("{oracle} is listed as never judged but is no checker of {}", family.name));
+    }
+    assert!(wrong.is_empty(), "{}:\n{}\n{}", family.name, wrong.join("\n"), render(&report.coverage));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

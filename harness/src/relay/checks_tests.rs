@@ -3732,3 +3732,27 @@ fn reply_accounting_follows_a_reply_to_the_end_of_a_completed_post_stream() {
     assert_one(&run(reply_accounting, events("complete")), "reply_accounting", 5, "the client read nothing");
     assert_clean(&run(reply_accounting, events("relayer")));
 }
+
+/// Relay oracles the relay family's generator gives nothing to judge, and why: the table shows
+/// them as `never judged`, and the test below holds this list to the truth both ways.
+const NEVER_JUDGED_BY_DEFAULT: &[(&str, &str)] = &[
+    (
+        "refused_requests_resent",
+        "it judges only requests the relayer refused as sent to an uninitialized session, and the relay bridge's pump \
+         POSTs nothing to a session before its initialize was accepted (bridge.rs, `pump` and `init_session`; soak \
+         v1.relay.none.ea8736bbeaf3a30c caught the version that did). No switch undoes that, and only the relay \
+         bridge's profile promises it: it guards against that regression, and the checker tests judge it",
+    ),
+    (
+        "server_messages_delivered",
+        "it judges only messages the server starts, and the relay family draws no such traffic \
+         (`strategy::with_traffic` joins the sdk and live scenarios only)",
+    ),
+];
+
+/// Every relay oracle judges something in a few hundred generated cases (ORACLES.md §8): one that
+/// records no verdict is a blind spot of the generator, or an oracle that counts nothing.
+#[test]
+fn every_oracle_records_verdicts_on_generated_cases() {
+    crate::verdicts::assert_every_oracle_judged(&crate::relay::RELAY, CHECKERS, NEVER_JUDGED_BY_DEFAULT, 300, 2026);
+}
