@@ -778,3 +778,15 @@ fn model_agrees_predicts_the_bridge_s_own_errors() {
     let found = run(crate::channel::model::model_agrees, bad);
     assert!(found.len() == 1 && found[0].contains("Error(-32601)"), "{found:?}");
 }
+
+/// Channel oracles the channel family's generator gives nothing to judge, with the reason: none.
+/// Each one records verdicts within a hundred cases; one that stops doing so is a blind spot to
+/// fix in the generator, or to list here with its reason.
+const NEVER_JUDGED_BY_DEFAULT: &[(&str, &str)] = &[];
+
+/// Every channel oracle judges something in a hundred and fifty generated cases (ORACLES.md §8):
+/// one that records no verdict is a blind spot of the generator, or an oracle that counts nothing.
+#[test]
+fn every_oracle_records_verdicts_on_generated_cases() {
+    crate::verdicts::assert_every_oracle_judged(&crate::channel::CHANNEL, CHECKERS, NEVER_JUDGED_BY_DEFAULT, 150, 2026);
+}
