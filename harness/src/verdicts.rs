@@ -6,6 +6,11 @@
 //! A checker stays a pure function of the trace: it calls [`held`] or [`excused`] where it
 //! decides, and the family's runner ([`run`]) names the oracle and counts its violations as
 //! failed. Outside [`counting`] (a checker's unit test, say) the calls do nothing.
+//!
+//! Every oracle that ran is listed, judged or not: [`run`] leaves a [`RAN`] marker for each, so an
+//! oracle that judged nothing shows as `never judged` (a blind spot of the generator, or a
+//! promise its bridge does not make) rather than vanishing from the table like one that counts
+//! nothing at all.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -20,8 +25,13 @@ pub const TABLE: &str = "verdicts";
 pub const HELD: &str = "held";
 /// The column of a verdict the system failed.
 pub const FAILED: &str = "failed";
+/// The column of the marker an oracle leaves once per case it ran in: no verdict, only its
+/// presence, so that an oracle that judged nothing still has a row.
+pub const RAN: &str = "ran";
 /// The prefix of an excused verdict's column: `excused: <mechanism>`.
 const EXCUSED: &str = "excused: ";
+/// How the table flags an oracle that ran and recorded no verdict.
+pub const NEVER_JUDGED: &str = "never judged";
 /// An oracle that excuses more than this share of its verdicts is flagged in the report.
 pub const BLIND_SHARE: f64 = 0.25;
 
@@ -48,6 +58,12 @@ fn add(column: &'static str, n: u64) {
 /// The oracle being run judged one case of its property, and the system held it.
 pub fn held() {
     add(HELD, 1);
+}
+
+/// The oracle being run judged `n` cases of its property at once, and the system held each (a
+/// checker that finds only the wrong ones among many, the replies paired with a request say).
+pub fn held_n(n: usize) {
+    add(HELD, n as u64);
 }
 
 /// The oracle being run judged one case of its property: `violation` is what it found wrong,
@@ -78,6 +94,7 @@ pub fn run<F, C: Fn(&F) -> Vec<Violation>>(checkers: &[(&'static str, C)], facts
             }
         });
         let violations = checker(facts);
+        add(RAN, 1);
         add(FAILED, violations.len() as u64);
         found.extend(violations);
     }
@@ -91,7 +108,7 @@ pub fn counting<R>(check: impl FnOnce() -> R) -> (R, Vec<Cell>) {
     let counts = LEDGER.with(|ledger| ledger.borrow_mut().take()).map(|l| l.counts).unwrap_or_default();
     let mut cells = Vec::new();
     for ((oracle, column), n) in counts {
-        let column = if column == HELD || column == FAILED { column.to_string() } else { format!("{EXCUSED}{column}") };
+        let column = if [HELD, FAILED, RAN].contains(&column) { column.to_string() } else { format!("{EXCUSED}{column}") };
         for _ in 0..n {
             cells.push(Cell::new(TABLE, oracle, column.clone()));
         }
@@ -123,12 +140,14 @@ impl Totals {
     }
 }
 
-/// Every oracle's totals in a coverage report.
+/// Every oracle's totals in a coverage report: each one that ran, with zeros if it judged
+/// nothing (its [`RAN`] markers are no verdicts).
 pub fn totals(coverage: &Coverage) -> BTreeMap<String, Totals> {
     let mut out: BTreeMap<String, Totals> = BTreeMap::new();
     for (cell, n) in coverage.cells(TABLE) {
         let totals = out.entry(cell.row.clone()).or_default();
         match cell.col.as_str() {
+            RAN => {}
             HELD => totals.held += n,
             FAILED => totals.failed += n,
             other => *totals.excused.entry(other.trim_start_matches(EXCUSED).to_string()).or_default() += n,
@@ -138,7 +157,8 @@ pub fn totals(coverage: &Coverage) -> BTreeMap<String, Totals> {
 }
 
 /// The excuse-accounting table: per oracle, per 1 000 cases, its verdicts held, failed and
-/// excused, the excused share (flagged `!` above [`BLIND_SHARE`]) and each mechanism.
+/// excused, the excused share (flagged `!` above [`BLIND_SHARE`]) and each mechanism; an oracle
+/// that ran and judged nothing is flagged `never judged`.
 pub fn render(coverage: &Coverage) -> String {
     let mut out = String::new();
     let scale = 1000.0 / coverage.cases.max(1) as f64;
@@ -147,6 +167,10 @@ pub fn render(coverage: &Coverage) -> String {
     let _ = writeln!(out, "verdicts: per oracle, per 1 000 cases ({} cases run)", coverage.cases);
     let _ = writeln!(out, "  {:<width$} {:>8} {:>8} {:>8} {:>8}  excused by mechanism", "oracle", "held", "failed", "excused", "share");
     for (oracle, t) in &totals {
+        if t.seen() == 0 {
+            let _ = writeln!(out, "  {oracle:<width$} {:>8} {:>8} {:>8} {:>8}  {NEVER_JUDGED}", 0, 0, 0, "-");
+            continue;
+        }
         let flag = if t.excused_share() > BLIND_SHARE { "!" } else { " " };
         let mechanisms: Vec<String> = t.excused.iter().map(|(m, n)| format!("{m} {:.0}", *n as f64 * scale)).collect();
         let _ = writeln!(
@@ -172,6 +196,46 @@ pub fn render(coverage: &Coverage) -> String {
         }
     }
     out
+}
+
+/// For a checker's unit test: run `checker` as the oracle `name` over `facts` with the ledger
+/// open. Its violations, and the columns of the verdicts it counted (the [`RAN`] marker is none).
+#[cfg(test)]
+pub(crate) fn judged<F>(name: &'static str, checker: impl Fn(&F) -> Vec<Violation>, facts: &F) -> (Vec<Violation>, Vec<String>) {
+    let (found, cells) = counting(|| run(&[(name, checker)], facts));
+    (found, cells.into_iter().map(|cell| cell.col).filter(|col| col != RAN).collect())
+}
+
+/// For each family's test: hunt `cases` generated cases of `family` (every switch off, coverage
+/// on) and assert that each of its `checkers` ran and recorded at least one verdict, but for
+/// those `never` names with the reason it judges nothing by default. Those must record none (a
+/// stale entry hides a blind spot as well as a missing one).
+#[cfg(test)]
+pub(crate) fn assert_every_oracle_judged<C>(
+    family: &'static crate::family::Family,
+    checkers: &[(&'static str, C)],
+    never: &[(&str, &str)],
+    cases: u64,
+    base_seed: u64,
+) {
+    let mut config = crate::hunt::HuntConfig::new(family, &[], cases, base_seed);
+    (config.coverage, config.keep_going, config.shrink_budget) = (true, true, 0);
+    let report = crate::hunt::hunt(&config, &mut crate::hunt::Quiet).expect("no switches");
+    let totals = totals(&report.coverage);
+    let mut wrong = Vec::new();
+    for (name, _) in checkers {
+        let reason = never.iter().find(|(oracle, _)| oracle == name).map(|(_, reason)| *reason);
+        match (totals.get(*name).map(Totals::seen), reason) {
+            (None, _) => wrong.push(format!("{name} never ran")),
+            (Some(0), None) => wrong.push(format!("{name} judged nothing in {cases} cases")),
+            (Some(seen), Some(reason)) if seen > 0 => wrong.push(format!("{name} recorded {seen} verdicts, yet is listed as never judged: {reason}")),
+            _ => {}
+        }
+    }
+    for (oracle, _) in never.iter().filter(|(oracle, _)| !checkers.iter().any(|(name, _)| name == oracle)) {
+        wrong.push(format!("{oracle} is listed as never judged but is no checker of {}", family.name));
+    }
+    assert!(wrong.is_empty(), "{}:\n{}\n{}", family.name, wrong.join("\n"), render(&report.coverage));
 }
 
 #[cfg(test)]
@@ -221,6 +285,43 @@ mod tests {
         assert!(!text.contains("held: v1"), "only excuses get examples: {text}");
         let quarter = Totals { held: 3, failed: 0, excused: [("this reply swallowed".to_string(), 1)].into() };
         assert!(quarter.excused_share() <= BLIND_SHARE, "a quarter is not flagged");
+    }
+
+    fn judge_nothing(_: &u64) -> Vec<Violation> {
+        Vec::new()
+    }
+
+    fn judge_many(facts: &u64) -> Vec<Violation> {
+        held_n(*facts as usize);
+        Vec::new()
+    }
+
+    #[test]
+    fn an_oracle_that_ran_and_judged_nothing_is_listed() {
+        const RUNS: &[(&str, Checker)] = &[("silent", judge_nothing), ("many", judge_many), ("two", judge_two)];
+        let mut coverage = Coverage::default();
+        for facts in [3, 1] {
+            coverage.add_case(counting(|| run(RUNS, &facts)).1);
+        }
+        assert_eq!(coverage.count(TABLE, "silent", RAN), 2, "the marker is counted once per case");
+        let totals = totals(&coverage);
+        assert_eq!(totals["silent"], Totals::default(), "the marker is no verdict");
+        assert_eq!(totals["many"], Totals { held: 4, ..Totals::default() });
+        assert_eq!(totals["two"], Totals { held: 2, failed: 1, excused: [("this reply swallowed".to_string(), 2)].into() });
+        let text = render(&coverage);
+        let line = |oracle: &str| text.lines().find(|l| l.trim_start().starts_with(oracle)).unwrap_or_default().to_string();
+        assert_eq!(line("silent").split_whitespace().collect::<Vec<_>>(), ["silent", "0", "0", "0", "-", "never", "judged"], "{text}");
+        assert!(!line("many").contains(NEVER_JUDGED), "{text}");
+        assert!(line("many").contains(" 2000 "), "4 held in 2 cases: {text}");
+        assert!(!text.contains("ran"), "the marker is no column: {text}");
+    }
+
+    #[test]
+    fn an_oracle_that_did_not_run_is_not_listed() {
+        let (_, cells) = counting(|| run(&CHECKERS[..1], &1));
+        let mut coverage = Coverage::default();
+        coverage.add_case(cells);
+        assert_eq!(totals(&coverage).keys().collect::<Vec<_>>(), ["two"]);
     }
 
     #[test]

@@ -109,7 +109,7 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
                     Some(Input::Notification { method, .. }) if method.starts_with("notifications/") => {
                         facts.schema.validate_client_message(msg)
                     }
-                    _ => Ok(()),
+                    _ => continue,
                 }
             }
             kind::MCP_RECV => {
@@ -118,7 +118,8 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
                     .schema
                     .validate_server_message(msg, answering.as_deref())
             }
-            _ => Ok(()),
+            // Not a line at all (the agent's stdin closing): no message to judge.
+            _ => continue,
         };
         if let Some(error) = verdicts::judging(result.err()) {
             let detail = format!("{} {}: {error}", event.kind, event.text("msg"));

@@ -688,7 +688,7 @@ pub fn silent_daemon_detected(facts: &Facts<'_>) -> Vec<Violation> {
             .windows(2)
             .map(|w| (w[0], w[1]))
             .find(|(from, to)| to - from.min(to) > deadline + facts.slack_ms);
-        if let Some((from, to)) = silence {
+        if let Some((from, to)) = verdicts::judging(silence) {
             let index = attempt.end.as_ref().map_or(attempt.index, |end| end.index);
             let detail = format!(
                 "{} {} heard nothing from {from} to {to} ms yet stayed open past its {deadline} ms \
@@ -719,6 +719,7 @@ pub fn frames_only_when_asked(facts: &Facts<'_>) -> Vec<Violation> {
         } else if !attempt.modern {
             "from a protocol-1 daemon, which writes none"
         } else {
+            verdicts::held();
             continue;
         };
         let detail = format!(
@@ -764,6 +765,8 @@ pub fn listing_ends(facts: &Facts<'_>) -> Vec<Violation> {
                 }
             );
             found.push(facts.violation("listing_ends", index, detail));
+        } else {
+            verdicts::held();
         }
     }
     capped(found)
@@ -801,9 +804,9 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
                 let pending = methods.remove(&id).unwrap_or_default();
                 validate_response(facts, &msg, pending, &mut methods, id)
             }
-            _ => Ok(()),
+            _ => continue,
         };
-        if let Err(error) = result {
+        if let Some(error) = verdicts::judging(result.err()) {
             let detail = format!("{} {text}: {error}", event.kind);
             found.push(facts.violation("schema_valid", index, detail));
         }

@@ -1972,3 +1972,15 @@ fn no_early_timeout_excuses_a_bound_that_fires_as_a_stall_ends_only() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("the OAuth wait of 2000 ms"), "{}", found[0].detail);
 }
+
+/// Daemon oracles the daemon family's generator gives nothing to judge, with the reason: none.
+/// Each one records verdicts within a few hundred cases; one that stops doing so is a blind spot
+/// to fix in the generator, or to list here with its reason.
+const NEVER_JUDGED_BY_DEFAULT: &[(&str, &str)] = &[];
+
+/// Every daemon oracle judges something in a few hundred generated cases (ORACLES.md §8): one
+/// that records no verdict is a blind spot of the generator, or an oracle that counts nothing.
+#[test]
+fn every_oracle_records_verdicts_on_generated_cases() {
+    crate::verdicts::assert_every_oracle_judged(&crate::daemon::DAEMON, CHECKERS, NEVER_JUDGED_BY_DEFAULT, 400, 2026);
+}

@@ -268,7 +268,9 @@ pub fn justified_refusal(facts: &Facts<'_>) -> Vec<Violation> {
         if let Some(done) = done.filter(|d| d.text("outcome") != "daemon_busy") {
             problems.push(format!("the action ended {:?}", done.text("outcome")));
         }
-        if !problems.is_empty() {
+        if problems.is_empty() {
+            verdicts::held();
+        } else {
             let detail = format!(
                 "action {action}'s refusal to replace pid {}: {}",
                 event.num("pid"),
@@ -340,12 +342,15 @@ pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
             let active = event.text("active").parse::<u64>().unwrap_or(0);
             let from = to.saturating_sub(STATUS_TIMEOUT_MIN_MS);
             if active == 0 || !story.possible(pid, from, to).is_empty() {
+                verdicts::held();
                 continue;
             }
             format!("pid {pid} reported {active} requests in flight after the run settled")
         };
         found.push(facts.violation("quiescence", index, detail));
     }
+    // The settled machine (its metadata file and lock files) is one more verdict.
+    let reported = found.len();
     // The report's metadata, held against the filesystem's record of the file.
     let metadata = settled.num("metadata");
     let recorded = facts.trace.events[..settled_index]
@@ -387,6 +392,9 @@ pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
         let detail = format!("lock files still held after the run settled: {}", leaked.join(","));
         found.push(facts.violation("quiescence", settled_index, detail));
     }
+    if found.len() == reported {
+        verdicts::held();
+    }
     capped(found)
 }
 
@@ -402,12 +410,10 @@ pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
         .of_kind(kind::FAULT_INJECTED)
         .map(|(_, e)| e)
         .collect();
-    if injected
+    // A fault no heal undoes leaves every action after heal excused.
+    let lasting = injected
         .iter()
-        .any(|e| !HEALABLE.contains(&e.text("fault").as_str()))
-    {
-        return Vec::new();
-    }
+        .any(|e| !HEALABLE.contains(&e.text("fault").as_str()));
     let last_fault = injected.iter().map(|e| e.at_ms).max().unwrap_or(0);
     let last_disruption = facts.disruptions().map(|(_, end)| end).max();
     let calm_from = last_fault.max(last_disruption.unwrap_or(0)) + facts.slack_ms;
@@ -420,8 +426,13 @@ pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
             continue;
         };
         let outcome = event.text("outcome");
-        // A method the daemon does not have succeeds nowhere (`unknown_methods_refused`).
-        if unknown.contains_key(&action) {
+        // A method the daemon does not have succeeds nowhere (`unknown_methods_refused`); an
+        // action that began before every fault had healed is not judged here.
+        if unknown.contains_key(&action) || start.start_ms < calm_from {
+            continue;
+        }
+        if lasting {
+            verdicts::excused(LASTING);
             continue;
         }
         // The work itself may outlast its ceiling; `no_early_timeout` judges when it fired.
@@ -439,7 +450,8 @@ pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
             }
             _ => false,
         };
-        if start.start_ms < calm_from || outcome == "ok" || timed || unsaid {
+        if outcome == "ok" || timed || unsaid {
+            verdicts::held();
             continue;
         }
         let detail = format!(
@@ -451,6 +463,10 @@ pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
     }
     capped(found)
 }
+
+/// The run injected a fault that disturbs the MCP or OAuth server, or the caller's deadline,
+/// which a heal of the daemon process does not undo.
+const LASTING: &str = "a fault of the peers or the deadline, which no heal undoes, was injected";
 
 /// Whether `action`'s last drain probe before trace index `before` read a daemon that does not
 /// report `activeRequests` (protocol 1), or one with a user request possibly in flight.
@@ -499,7 +515,10 @@ pub fn no_orphaned_work(facts: &Facts<'_>) -> Vec<Violation> {
                  correct work for it sent at {} ms could run (until {bound} ms)",
                 attempt.at_ms
             ),
-            _ => continue,
+            _ => {
+                verdicts::held();
+                continue;
+            }
         };
         found.push(facts.violation("no_orphaned_work", index, detail));
     }
@@ -550,7 +569,11 @@ pub fn errors_have_causes(facts: &Facts<'_>) -> Vec<Violation> {
             continue;
         };
         let unknown = !PROTOCOL_METHODS.contains(&attempt.method.as_str());
-        if end.code == "operation_timeout" || causes.contains_key(&attempt.id) || unknown {
+        if end.code == "operation_timeout" || unknown {
+            continue;
+        }
+        if causes.contains_key(&attempt.id) {
+            verdicts::held();
             continue;
         }
         let unauthorized = facts
@@ -697,7 +720,9 @@ pub fn successes_come_from_the_server(facts: &Facts<'_>) -> Vec<Violation> {
         let served = asked.get(&id).is_some_and(|calls| {
             calls.iter().any(|(m, rpc)| m == upstream && answered.get(&id).is_some_and(|ids| ids.contains(rpc)))
         });
-        if !served {
+        if served {
+            verdicts::held();
+        } else {
             let detail = format!("the CLI read success for {method} {id}, but the MCP server never answered a {upstream} for it");
             found.push(facts.violation("successes_come_from_the_server", index, detail));
         }

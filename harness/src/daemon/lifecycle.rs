@@ -66,14 +66,16 @@ pub fn stop_reaches_its_target(facts: &Facts<'_>) -> Vec<Violation> {
     let found = accepted_stops(facts)
         .filter_map(|(index, e)| {
             let target = *meant.get(&e.text("id"))?;
-            (target != e.num("pid")).then(|| {
-                let detail = format!(
-                    "stop {} meant for pid {target} stopped pid {}",
-                    e.text("id"),
-                    e.num("pid")
-                );
-                facts.violation("stop_reaches_its_target", index, detail)
-            })
+            if target == e.num("pid") {
+                verdicts::held();
+                return None;
+            }
+            let detail = format!(
+                "stop {} meant for pid {target} stopped pid {}",
+                e.text("id"),
+                e.num("pid")
+            );
+            Some(facts.violation("stop_reaches_its_target", index, detail))
         })
         .collect();
     capped(found)
@@ -235,6 +237,9 @@ pub fn launches_come_up_or_go(facts: &Facts<'_>) -> Vec<Violation> {
             let pid = launch.num("pid");
             let bound_ms = launch.at_ms + READY_WAIT_MS + POLL_MS + facts.slack_ms;
             let at_ms = settled.get(&pid).copied().unwrap_or(u64::MAX);
+            if at_ms <= bound_ms {
+                verdicts::held();
+            }
             (at_ms > bound_ms && bound_ms < end_ms).then(|| {
                 let when = if at_ms == u64::MAX {
                     "never came up and never went".to_string()
@@ -273,11 +278,12 @@ pub fn launch_after_the_old_one_went(facts: &Facts<'_>) -> Vec<Violation> {
             }
             kind::CLI_LAUNCH => {
                 let action = event.num("action");
-                let running = stopped
-                    .get(&action)
-                    .into_iter()
-                    .flatten()
-                    .filter(|pid| !exited.contains_key(pid));
+                // A launch by an action that stopped nothing is not this oracle's to judge.
+                let Some(own) = stopped.get(&action) else { continue };
+                let running: Vec<&u64> = own.iter().filter(|pid| !exited.contains_key(pid)).collect();
+                if running.is_empty() {
+                    verdicts::held();
+                }
                 for pid in running {
                     let detail = format!(
                         "action {action} launched pid {} at {} ms while pid {pid}, which it had \
@@ -334,6 +340,8 @@ pub fn kills_come_last(facts: &Facts<'_>) -> Vec<Violation> {
                         event.at_ms - since
                     );
                     found.push(facts.violation("kills_come_last", index, detail));
+                } else {
+                    verdicts::held();
                 }
             }
             _ => {}
@@ -360,18 +368,22 @@ pub fn mixed_versions_work(facts: &Facts<'_>) -> Vec<Violation> {
         .filter(|(_, e)| !e.text("msg").contains("\"protocolVersion\""))
         .map(|(_, e)| (e.text("id"), ()))
         .collect();
-    let found = facts
-        .trace
-        .of_kind(kind::CLI_FAIL)
-        .filter(|(_, e)| e.text("reason") == "unparseable" && v1.contains_key(&e.text("id")))
-        .map(|(index, e)| {
-            let detail = format!(
-                "protocol-1 request {} got a reply it cannot parse",
-                e.text("id")
-            );
-            facts.violation("mixed_versions_work", index, detail)
-        })
-        .collect();
+    let mut found = Vec::new();
+    // Each reply a protocol-1 request read is one verdict; a transport failure read none.
+    let ends = facts.trace.events.iter().enumerate().filter(|(_, e)| e.kind == kind::CLI_REPLY || e.kind == kind::CLI_FAIL);
+    for (index, e) in ends.filter(|(_, e)| v1.contains_key(&e.text("id"))) {
+        match e.kind.as_str() {
+            kind::CLI_REPLY => verdicts::held(),
+            kind::CLI_FAIL if e.text("reason") == "unparseable" => {
+                let detail = format!(
+                    "protocol-1 request {} got a reply it cannot parse",
+                    e.text("id")
+                );
+                found.push(facts.violation("mixed_versions_work", index, detail));
+            }
+            _ => {}
+        }
+    }
     capped(found)
 }
 
@@ -400,7 +412,7 @@ pub fn replacement_ends(facts: &Facts<'_>) -> Vec<Violation> {
                 } else {
                     None
                 };
-                if let Some(problem) = problem {
+                if let Some(problem) = verdicts::judging(problem) {
                     let detail = format!(
                         "action {action}'s replacement of pid {} {problem}",
                         event.num("pid")
@@ -501,7 +513,12 @@ pub fn served_by_a_current_daemon(facts: &Facts<'_>) -> Vec<Violation> {
         let Some(edition) = fleet.edition_at(start_ms, facts.slack_ms) else { continue };
         let pid = event.num("pid");
         let peer = fleet.peer_started(action, start_ms.saturating_sub(facts.slack_ms), event.at_ms);
-        if fleet.stale(pid, version, edition) == Some(true) && !peer && judged.insert(action) {
+        let stale = fleet.stale(pid, version, edition);
+        // A daemon the trace shows no start of is not judged.
+        if stale == Some(false) || (stale.is_some() && peer) {
+            verdicts::held();
+        }
+        if stale == Some(true) && !peer && judged.insert(action) {
             let (_, protocol, running) = fleet.started[&pid];
             let detail = format!(
                 "action {action} (protocol {version}, config-{edition} when it started) was served by pid {pid}, which runs protocol {protocol} with config-{running}"
@@ -560,7 +577,12 @@ pub fn lock_waits_justified(facts: &Facts<'_>) -> Vec<Violation> {
     for (index, event) in facts.trace.of_kind(kind::MACHINE_LOCK) {
         let holder = event.num("holder");
         let dead = file.orphaned.get(&holder).is_some_and(|at| *at <= event.at_ms);
-        if event.text("op") == "break" && !dead {
+        if event.text("op") != "break" {
+            continue;
+        }
+        if dead {
+            verdicts::held();
+        } else {
             let detail = format!(
                 "the start lock of pid {holder} was removed at {} ms while pid {holder} was \
                  still running",
@@ -586,7 +608,7 @@ pub fn lock_waits_justified(facts: &Facts<'_>) -> Vec<Violation> {
         } else {
             None
         };
-        if let Some(problem) = problem {
+        if let Some(problem) = verdicts::judging(problem) {
             let detail = format!(
                 "action {action} gave up on the start lock at {} ms {problem}",
                 event.at_ms

@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::checks::{action_of, Attempt, Facts};
 use crate::check::{capped, message};
 use crate::trace::{TraceEvent, Violation};
+use crate::verdicts;
 
 /// MODEL.md §2.3: `drain_timeout_ms`.
 const DRAIN_MS: u64 = 60_000;
@@ -177,15 +178,14 @@ pub fn bounded_waits(facts: &Facts<'_>) -> Vec<Violation> {
             found.push(facts.violation("bounded_waits", index, detail));
             continue;
         }
-        if let Some(&on_wire) = written.get(&attempt.id) {
-            if on_wire >= attempt.at_ms && end_ms > on_wire + slack {
-                let detail = format!(
-                    "{} {}'s response was on the wire at {on_wire} ms, yet the request stayed \
-                     open until {end_ms} ms",
-                    attempt.method, attempt.id
-                );
-                found.push(facts.violation("bounded_waits", index, detail));
-            }
+        let lingered = written.get(&attempt.id).filter(|&&on_wire| on_wire >= attempt.at_ms && end_ms > on_wire + slack);
+        if let Some(on_wire) = verdicts::judging(lingered) {
+            let detail = format!(
+                "{} {}'s response was on the wire at {on_wire} ms, yet the request stayed \
+                 open until {end_ms} ms",
+                attempt.method, attempt.id
+            );
+            found.push(facts.violation("bounded_waits", index, detail));
         }
     }
     for (action, steps) in steps(facts) {
@@ -196,7 +196,9 @@ pub fn bounded_waits(facts: &Facts<'_>) -> Vec<Violation> {
             let next = steps.get(n + 1);
             let next_ms = next.map_or(facts.horizon_ms, |(_, e)| e.at_ms);
             let waited = next_ms.saturating_sub(event.at_ms);
-            if waited > bound + slack {
+            if waited <= bound + slack {
+                verdicts::held();
+            } else {
                 let what = next.map_or_else(
                     || "and never took its next step".to_string(),
                     |(_, e)| format!("before its next step ({})", e.kind),
@@ -234,7 +236,9 @@ fn drain_bounds(facts: &Facts<'_>, action: u64, steps: &[(usize, &TraceEvent)]) 
                 if let (true, Some(from)) = (busy, first_probe) {
                     let bound = DRAIN_MS + POLL + STATUS_MS + stops * (STATUS_MS + POLL);
                     let took = event.at_ms.saturating_sub(from);
-                    if took > bound + facts.slack_ms {
+                    if took <= bound + facts.slack_ms {
+                        verdicts::held();
+                    } else {
                         let detail = format!(
                             "action {action} drained pid {} for {took} ms before refusing; a \
                              drain lasts at most {DRAIN_MS} ms (bound {bound} ms with its polls)",
@@ -354,7 +358,9 @@ pub fn action_within_its_path(facts: &Facts<'_>) -> Vec<Violation> {
             };
         }
         let took = end.saturating_sub(start.start_ms);
-        if took > bound {
+        if took <= bound {
+            verdicts::held();
+        } else {
             let index = steps.last().map_or(0, |(i, _)| *i);
             let ended = if start.end_ms.is_some() { "took" } else { "was still open after" };
             let detail = format!(
@@ -378,6 +384,7 @@ pub fn one_retry(facts: &Facts<'_>) -> Vec<Violation> {
         by_action.entry(attempt.action).or_default().push(attempt);
     }
     for (action, attempts) in &by_action {
+        let flagged = found.len();
         if let Some(third) = attempts.get(2) {
             let detail = format!("action {action} sent {} requests (one retry at most)", attempts.len());
             found.push(facts.violation("one_retry", third.index, detail));
@@ -413,6 +420,9 @@ pub fn one_retry(facts: &Facts<'_>) -> Vec<Violation> {
                 }
             }
         }
+        if found.len() == flagged {
+            verdicts::held();
+        }
     }
     capped(found)
 }
@@ -442,6 +452,9 @@ pub fn workload_happened(facts: &Facts<'_>) -> Vec<Violation> {
     if scheduled > 0 && facts.trace.first(kind::CLI_SETTLED).is_none() && ended == scheduled {
         let detail = "every invocation ended, but the CLI took no end-of-run report".to_string();
         found.push(facts.violation("workload_happened", last, detail));
+    }
+    if found.is_empty() {
+        verdicts::held();
     }
     found
 }

@@ -8,6 +8,7 @@ use bridge_under_test::events::kind;
 use super::checks::Facts;
 use crate::check::capped;
 use crate::trace::Violation;
+use crate::verdicts;
 
 /// Causes of a refusal that only the bridge can have made: a missing or wrong bearer token, a
 /// session the relayer never issued, a content type other than JSON, a body that is not JSON.
@@ -31,6 +32,8 @@ pub fn requests_admissible(facts: &Facts<'_>) -> Vec<Violation> {
                 explain(&cause)
             );
             found.push(facts.violation("requests_admissible", index, detail));
+        } else {
+            verdicts::held();
         }
     }
     for (index, event) in facts.trace.of_kind(kind::RPC_REFUSED).filter(|(_, e)| e.text("reason") == "invalid_params") {

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::check::{capped, message};
 use crate::schema::McpSchema;
 use crate::trace::{Trace, TraceEvent, Violation};
+use crate::verdicts;
 
 use super::{admission_checks, handshake_checks, outcome_checks};
 use super::{order_checks, retry_checks};
@@ -266,6 +267,12 @@ impl<'a> Facts<'a> {
         up
     }
 
+    /// How many replies the client read were paired with a request of their id: each one a reply
+    /// judged by `one_reply_per_id` and `reply_answers_outstanding`, which find only the others.
+    fn paired_replies(&self) -> usize {
+        self.requests.iter().filter(|r| r.answered.is_some()).count()
+    }
+
     /// The first reply the client read for `id` at or after event `index`.
     fn client_reply_after(&self, index: usize, id: &str) -> Option<&Answer> {
         self.requests
@@ -293,6 +300,7 @@ pub fn error_text(msg: &Value) -> Option<String> {
 
 /// Every request id gets at most one reply at the client boundary.
 pub fn one_reply_per_id(facts: &Facts<'_>) -> Vec<Violation> {
+    verdicts::held_n(facts.paired_replies());
     let found = facts.unmatched.iter().filter(|(_, _, known)| *known).map(|(index, id, _)| {
         let detail = format!("a second reply for id {id}: every request with this id was already answered");
         facts.violation("one_reply_per_id", *index, detail)
@@ -302,6 +310,7 @@ pub fn one_reply_per_id(facts: &Facts<'_>) -> Vec<Violation> {
 
 /// Every reply answers a request that is outstanding (never an id the client did not send).
 pub fn reply_answers_outstanding(facts: &Facts<'_>) -> Vec<Violation> {
+    verdicts::held_n(facts.paired_replies());
     let found = facts.unmatched.iter().filter(|(_, _, known)| !*known).map(|(index, id, _)| {
         let detail = format!("a reply for id {id:?}, which the client never sent");
         facts.violation("reply_answers_outstanding", *index, detail)
@@ -332,7 +341,9 @@ pub fn bounded_latency(facts: &Facts<'_>) -> Vec<Violation> {
                 request.index,
                 format!("{} id {id} sent at {} ms never answered (bound {bound} ms, run ended at {} ms)", request.method, request.at_ms, facts.horizon_ms),
             )),
-            _ => {}
+            Some(_) => verdicts::held(),
+            // The run ended before its bound: not judged.
+            None => {}
         }
     }
     capped(found)
@@ -360,6 +371,8 @@ pub fn close_out_window(facts: &Facts<'_>) -> Vec<Violation> {
                         event.text("method"), event.text("id"), deadline + sweep
                     );
                     found.push(facts.violation("close_out_window", index, detail));
+                } else {
+                    verdicts::held();
                 }
             }
             _ => {}
@@ -383,6 +396,8 @@ pub fn at_most_once_execution(facts: &Facts<'_>) -> Vec<Violation> {
         if *count > 1 {
             let detail = format!("{} for action {action} executed {} times", event.text("tool"), count);
             found.push(facts.violation("at_most_once_execution", index, detail));
+        } else {
+            verdicts::held();
         }
     }
     capped(found)
@@ -424,6 +439,8 @@ pub fn truthful_errors(facts: &Facts<'_>) -> Vec<Violation> {
                     let state = if healthy { "healthy" } else { "down" };
                     let detail = format!("close-out of id {id} (stream {state}) says {text:?}");
                     found.push(facts.violation("truthful_errors", index, detail));
+                } else {
+                    verdicts::held();
                 }
             }
             kind::CALL_REPLY if event.text("source") == "rejected" => {
@@ -434,6 +451,8 @@ pub fn truthful_errors(facts: &Facts<'_>) -> Vec<Violation> {
                 if !named {
                     let detail = format!("rejection of id {id} after HTTP {status} says {text:?}");
                     found.push(facts.violation("truthful_errors", index, detail));
+                } else {
+                    verdicts::held();
                 }
             }
             _ => {}
@@ -458,11 +477,13 @@ pub fn no_stale_post(facts: &Facts<'_>) -> Vec<Violation> {
             kind::CALL_REPLY if !matches!(event.text("source").as_str(), "local" | "invalid") => {
                 owed.insert(id, false);
             }
-            kind::POST_SEND
-                if event.get("tracked") == Some(&Value::Bool(true)) && owed.get(&id) != Some(&true) =>
-            {
-                let detail = format!("POST of id {id} after its reply was already written");
-                found.push(facts.violation("no_stale_post", index, detail));
+            kind::POST_SEND if event.get("tracked") == Some(&Value::Bool(true)) => {
+                if owed.get(&id) != Some(&true) {
+                    let detail = format!("POST of id {id} after its reply was already written");
+                    found.push(facts.violation("no_stale_post", index, detail));
+                } else {
+                    verdicts::held();
+                }
             }
             _ => {}
         }
@@ -492,6 +513,8 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
     }
     let mut found = Vec::new();
     for (index, event) in facts.trace.events.iter().enumerate().filter(|(_, e)| e.host == host::CLIENT) {
+        // Each message crossing the boundary is one verdict; a line the client wrote malformed on
+        // purpose is no message to judge.
         let result = match event.kind.as_str() {
             kind::MCP_SEND if event.get("malformed") != Some(&Value::Bool(true)) => {
                 facts.schema.validate_client_message(&message(event))
@@ -504,9 +527,9 @@ pub fn schema_valid(facts: &Facts<'_>) -> Vec<Violation> {
                     .unwrap_or_else(|| facts.schema.validate_server_message(&message(event), Some(methods[0]))),
                 None => facts.schema.validate_server_message(&message(event), None),
             },
-            _ => Ok(()),
+            _ => continue,
         };
-        if let Err(error) = result {
+        if let Some(error) = verdicts::judging(result.err()) {
             let detail = format!("{} {}: {error}", event.kind, event.text("msg"));
             found.push(facts.violation("schema_valid", index, detail));
         }

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::checks::Facts;
 use crate::check::{capped, message};
 use crate::trace::Violation;
+use crate::verdicts;
 
 /// Every session that carries a request was initialized first: the relayer received an
 /// `initialize` on it (accepted, or refused by a fault the bridge then met) before any other
@@ -55,6 +56,10 @@ pub fn sessions_initialized(facts: &Facts<'_>) -> Vec<Violation> {
         if method == "initialize" && *status == 202 {
             last_init.insert(session.as_str(), *index);
         }
+        // Each `notifications/initialized` the relayer accepted is one verdict (sent once per
+        // handshake, and only after the client's own), each request it accepted another (on a
+        // session initialized first).
+        let flagged = found.len();
         if method == NOTE && id.is_empty() && *status == 202 {
             // Once per `initialize`: a second one is a second handshake the server never
             // asked for.
@@ -76,27 +81,36 @@ pub fn sessions_initialized(facts: &Facts<'_>) -> Vec<Violation> {
                 let detail = format!("the relayer received {NOTE} on session {session} at {at} ms, but the client had not sent it");
                 found.push(facts.violation("sessions_initialized", *index, detail));
             }
+            if *status == 202 && found.len() == flagged {
+                verdicts::held();
+            }
         }
         if *status != 202 || id.is_empty() {
             continue;
         }
         if method == "initialize" {
             continue;
-        } else if method != "ping" && !initialized.contains(session) {
-            let detail = format!("{method} id {id} on session {session}, which was never initialized");
-            found.push(facts.violation("sessions_initialized", *index, detail));
+        } else if method != "ping" {
+            if initialized.contains(session) {
+                verdicts::held();
+            } else {
+                let detail = format!("{method} id {id} on session {session}, which was never initialized");
+                found.push(facts.violation("sessions_initialized", *index, detail));
+            }
         }
     }
     let Some((note_index, note_at)) = client_note else { return capped(found) };
     for (n, request) in facts.requests.iter().enumerate() {
-        if request.index < note_index || !request.judged() || request.method == "ping" {
+        // A request no session accepted reached none early: nothing to judge.
+        let reached = facts.stories.of[n].posts.iter().any(|post| post.status == 202);
+        if request.index < note_index || !request.judged() || request.method == "ping" || !reached {
             continue;
         }
         let post = facts.stories.of[n].posts.iter().find(|post| {
             let after_init = accepted_init.get(post.session.as_str()).is_some_and(|init| *init < post.index);
             post.status == 202 && after_init && noted.get(post.session.as_str()).is_none_or(|note| *note > post.index)
         });
-        if let Some(post) = post {
+        if let Some(post) = verdicts::judging(post) {
             let id = request.id.as_deref().unwrap_or("");
             let detail = format!(
                 "{} id {id} reached session {} at {} ms before {NOTE}, which the client had sent at {note_at} ms",
@@ -131,7 +145,12 @@ pub fn handshake_carried(facts: &Facts<'_>) -> Vec<Violation> {
         }
         for post in facts.stories.of[n].posts.iter().filter(|p| p.status == 202) {
             let latest = served.get(&post.session).and_then(|inits| inits.iter().rfind(|(i, _)| *i < post.index));
-            let Some((_, used)) = latest.filter(|(_, used)| *used != params) else { continue };
+            // A session no `initialize` was served on is `sessions_initialized`'s to judge.
+            let Some((_, used)) = latest else { continue };
+            if *used == params {
+                verdicts::held();
+                continue;
+            }
             let name = |p: &Value| p.pointer("/clientInfo/name").map_or("none".to_string(), Value::to_string);
             let detail = format!(
                 "{} id {} ran on session {}, initialized as client {} (protocol {}), not with the client's own initialize (client {}, protocol {})",

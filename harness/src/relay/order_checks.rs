@@ -67,7 +67,13 @@ pub fn client_order_kept(facts: &Facts<'_>) -> Vec<Violation> {
                     );
                     found.push(facts.violation("client_order_kept", arrival.0, detail));
                 }
-                _ => latest = Some(arrival),
+                _ => {
+                    // The session's first arrival has nothing to come after.
+                    if latest.is_some() {
+                        verdicts::held();
+                    }
+                    latest = Some(arrival);
+                }
             }
         }
     }

@@ -693,7 +693,7 @@ pub fn truthful_endings(facts: &Facts<'_>) -> Vec<Violation> {
         if text.contains("stdin closed") && facts.stories.client_eof.as_ref().is_none_or(|(_, eof, _)| *eof > answer.at_ms) {
             lies.push("the client had not closed stdin");
         }
-        if let Some(lie) = lies.first() {
+        if let Some(lie) = verdicts::judging(lies.first()) {
             let id = request.id.as_deref().unwrap_or("");
             let detail = format!("{} id {id} was told {text:?}, but {lie}", request.method);
             found.push(facts.violation("truthful_endings", answer.index, detail));
@@ -782,10 +782,14 @@ pub fn prompt_rejection(facts: &Facts<'_>) -> Vec<Violation> {
         // idle bound): the bridge drops a dead session's POSTs with it, and the request goes to
         // the next session (to be answered there).
         if facts.stories.stream(&post.session).and_then(|s| s.closed_ms).is_some_and(|closed| closed <= held_until + facts.slack_ms) {
+            verdicts::excused(REFUSED_SESSION_ENDED);
             continue;
         }
         let late = match &request.answered {
-            Some(answer) if answer.at_ms <= held_until + bound || answer.at_ms < post.at_ms => continue,
+            Some(answer) if answer.at_ms <= held_until + bound || answer.at_ms < post.at_ms => {
+                verdicts::held();
+                continue;
+            }
             Some(answer) => format!("answered {} ms after", answer.at_ms - post.at_ms),
             None if post.at_ms + bound > facts.horizon_ms => continue,
             None => "never answered after".to_string(),
@@ -797,6 +801,10 @@ pub fn prompt_rejection(facts: &Facts<'_>) -> Vec<Violation> {
     found.extend(init_refusals_answered(facts, bound));
     capped(found)
 }
+
+/// The session a definitive refusal came on ended as it came, taking its POSTs (and the pump
+/// waiting on them) along: the request goes to the next session, not to a prompt answer.
+const REFUSED_SESSION_ENDED: &str = "the refused POST's session ended as its refusal came";
 
 /// A session's `initialize` refused for good leaves nothing to send the requests waiting on it
 /// to: each one the client had sent and the relayer had not accepted is answered within `bound`
@@ -810,13 +818,27 @@ fn init_refusals_answered(facts: &Facts<'_>, bound: u64) -> Vec<Violation> {
         // link hold delays the answer itself.
         let closed = facts.stories.stream(&session).and_then(|s| s.closed_ms).is_some_and(|c| c <= at + facts.slack_ms);
         let held = facts.stories.holds.iter().any(|h| !h.older_streams_only && h.start_ms <= at + facts.slack_ms && at <= h.end_ms);
-        if closed || held || at + bound > facts.horizon_ms {
+        // One verdict per request the refusal left waiting, excused alike by what met the refusal.
+        let excuse = if closed {
+            Some(REFUSED_SESSION_ENDED)
+        } else if held {
+            Some("a link hold delayed the refused initialize's answer")
+        } else {
+            None
+        };
+        if excuse.is_none() && at + bound > facts.horizon_ms {
             continue;
         }
         for (n, request) in facts.requests.iter().enumerate() {
-            let waiting = request.judged() && request.at_ms + facts.slack_ms < at && request.answered.as_ref().is_none_or(|a| a.at_ms > at);
-            let accepted = facts.stories.of[n].posts.iter().any(|p| p.status == 202 && p.at_ms <= at + facts.slack_ms);
-            if !waiting || accepted || request.answered.as_ref().is_some_and(|a| a.at_ms <= at + bound) {
+            if !left_waiting(facts, n, request, at) {
+                continue;
+            }
+            if let Some(mechanism) = excuse {
+                verdicts::excused(mechanism);
+                continue;
+            }
+            if request.answered.as_ref().is_some_and(|a| a.at_ms <= at + bound) {
+                verdicts::held();
                 continue;
             }
             let late = request.answered.as_ref().map_or("never answered".to_string(), |a| format!("answered {} ms", a.at_ms - at));
@@ -829,6 +851,14 @@ fn init_refusals_answered(facts: &Facts<'_>, bound: u64) -> Vec<Violation> {
         }
     }
     found
+}
+
+/// Whether request `n` waited on a session's `initialize` refused for good at `at`: the client had
+/// sent it, was not yet answered, and the relayer had not accepted it.
+fn left_waiting(facts: &Facts<'_>, n: usize, request: &Request, at: u64) -> bool {
+    let waiting = request.judged() && request.at_ms + facts.slack_ms < at && request.answered.as_ref().is_none_or(|a| a.at_ms > at);
+    let accepted = facts.stories.of[n].posts.iter().any(|p| p.status == 202 && p.at_ms <= at + facts.slack_ms);
+    waiting && !accepted
 }
 
 /// The `initialize` POSTs the retry policy gives up on, by the relayer's log: a 401/403, or the
@@ -888,6 +918,13 @@ pub fn no_work_after_ending(facts: &Facts<'_>) -> Vec<Violation> {
         if let Some((index, at)) = story.execs.iter().find(|(_, at)| failed && *at > cutoff && !held(*at)) {
             let detail = format!("action {} executed at {at} ms, after the client was told at {} ms that it failed", story.action, answer.at_ms);
             found.push(facts.violation("no_work_after_ending", *index, detail));
+            continue;
+        }
+        // Nothing came after the ending, or only what a link hold kept in the network.
+        if story.posts.iter().any(|p| p.at_ms > cutoff) || story.execs.iter().any(|(_, at)| failed && *at > cutoff) {
+            verdicts::excused("a link hold kept a POST of it in the network past its ending");
+        } else {
+            verdicts::held();
         }
     }
     capped(found)
@@ -946,7 +983,13 @@ pub fn cancellations_name_their_request(facts: &Facts<'_>) -> Vec<Violation> {
             }
             (host::RELAYER, kind::RPC_CANCEL) => {
                 let named = event.text("request");
-                let Some(known) = upstream.get(&named).filter(|ids| !ids.contains(&named)) else { continue };
+                let Some(known) = upstream.get(&named).filter(|ids| !ids.contains(&named)) else {
+                    // Named as the relayer knows a request it accepted: held.
+                    if upstream.values().any(|ids| ids.contains(&named)) {
+                        verdicts::held();
+                    }
+                    continue;
+                };
                 let note = carried.as_ref().filter(|(session, _)| *session == event.text("session")).map(|(_, note)| note);
                 let owed = match note.and_then(|note| owed_by_step.get(note)) {
                     Some(owed) => *owed,
@@ -1270,6 +1313,9 @@ pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
         if report.text("tasks") != IDLE_TASKS {
             problems.push(format!("tasks {} after settle; the idle set is {IDLE_TASKS}", report.text("tasks")));
         }
+    }
+    if problems.is_empty() {
+        verdicts::held();
     }
     let found = problems.into_iter().map(|p| facts.violation("quiescence", index, format!("the bridge's report at stdin EOF {p}"))).collect();
     capped(found)

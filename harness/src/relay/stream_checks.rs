@@ -30,6 +30,8 @@ pub fn single_flight_reconnect(facts: &Facts<'_>) -> Vec<Violation> {
                 if let Some(gen) = open {
                     let detail = format!("stream {} started while stream {gen} was still open", event.num("gen"));
                     found.push(facts.violation("single_flight_reconnect", index, detail));
+                } else {
+                    verdicts::held();
                 }
                 open = Some(event.num("gen"));
             }
@@ -56,6 +58,8 @@ pub fn reconnect_backoff(facts: &Facts<'_>) -> Vec<Violation> {
                     if waited + facts.slack_ms < wait {
                         let detail = format!("connect attempt {attempt} {waited} ms after a failure; backoff is {wait} ms");
                         found.push(facts.violation("reconnect_backoff", index, detail));
+                    } else {
+                        verdicts::held();
                     }
                 }
             }
@@ -78,6 +82,9 @@ pub fn orphans_reconnect(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     let due = facts.sweep_period_ms + facts.slack_ms;
     for (index, event) in facts.bridge_events() {
+        // A streak of two orphans is one verdict: held when something this event brings ends it
+        // before it is due (the bridge left the session, or a reply proved it alive).
+        let (pending, flagged) = (matches!(streak, Some((_, _, 2..))), found.len());
         if let Some((at_index, at_ms, 2..)) = streak {
             if event.at_ms > at_ms + due {
                 let detail = "two calls orphaned on one healthy session, and the bridge kept it".to_string();
@@ -107,6 +114,9 @@ pub fn orphans_reconnect(facts: &Facts<'_>) -> Vec<Violation> {
             }
             _ => {}
         }
+        if pending && streak.is_none() && found.len() == flagged {
+            verdicts::held();
+        }
     }
     capped(found)
 }
@@ -130,6 +140,8 @@ pub fn replay_in_order(facts: &Facts<'_>) -> Vec<Violation> {
                     if *previous > order {
                         let detail = format!("stream {gen} got id {id} after id {previous_id}, which was admitted later");
                         found.push(facts.violation("replay_in_order", index, detail));
+                    } else {
+                        verdicts::held();
                     }
                 }
                 last_in_gen.insert(gen, (order, id));
@@ -148,7 +160,10 @@ pub fn clean_shutdown(facts: &Facts<'_>) -> Vec<Violation> {
     let exited = facts.trace.events.iter().find(|e| e.host == host::BRIDGE && e.kind == kind::BRIDGE_EXIT);
     let bound = shutdown_bound(facts, eof.at_ms);
     let detail = match exited {
-        Some(exit) if exit.at_ms <= bound => return Vec::new(),
+        Some(exit) if exit.at_ms <= bound => {
+            verdicts::held();
+            return Vec::new();
+        }
         Some(exit) => format!("the bridge exited {} ms after stdin closed", exit.at_ms - eof.at_ms),
         None if facts.horizon_ms < bound => return Vec::new(),
         None => "stdin closed and the bridge never exited".to_string(),
@@ -222,7 +237,14 @@ pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
         });
         let orphaned = client_reads(CLOSE_OUT, stream.opened_ms, closed + 2 * slack) >= 2
             && client_reads(CLOSE_OUT, closed.saturating_sub(2 * slack), closed + 2 * slack) >= 1;
-        if held || orphaned || initialized_at(closed) || closed + slack >= eof {
+        // The bridge's own reasons to close are verdicts held; a hold that kept the stream's
+        // bytes back is the fault's doing, weighed only when no reason of the bridge's explains it.
+        if orphaned || initialized_at(closed) || closed + slack >= eof {
+            verdicts::held();
+            continue;
+        }
+        if held {
+            verdicts::excused("a stall or link hold kept the stream's bytes from the bridge until its watchdog fired");
             continue;
         }
         let index = facts.trace.events.iter().position(|e| e.kind == kind::STREAM_CLOSE && e.text("session") == stream.session);

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::checks::Facts;
 use crate::check::{capped, message};
 use crate::trace::Violation;
+use crate::verdicts;
 
 /// JSON-RPC 2.0's parse error: the line is not JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -95,7 +96,10 @@ pub fn wire_conformance(facts: &Facts<'_>) -> Vec<Violation> {
                 None => "the client never read it".to_string(),
                 Some(a) if a.msg.pointer("/error/code").and_then(Value::as_i64) != Some(code) => format!("the client read {}", a.msg),
                 Some(a) if a.at_ms > request.at_ms + bound => format!("it came only after {} ms", a.at_ms - request.at_ms),
-                Some(_) => continue,
+                Some(_) => {
+                    verdicts::held();
+                    continue;
+                }
             };
             let under = request.id.as_deref().map_or("with no id".to_string(), |id| format!("under id {id}"));
             let why = if request.dup { " (its id was still in flight)" } else { "" };
@@ -123,7 +127,10 @@ pub fn wire_conformance(facts: &Facts<'_>) -> Vec<Violation> {
                 format!("the client asked for {asked}, which the bridge supports, and got {v}")
             }
             (Some(_), Some(v)) if !SUPPORTED_VERSIONS.contains(&v) => format!("it negotiated {v}, which the bridge does not speak"),
-            _ => continue,
+            _ => {
+                verdicts::held();
+                continue;
+            }
         };
         let index = got.map_or(request.index, |a| a.index);
         let id = request.id.as_deref().unwrap_or("");
