@@ -323,7 +323,7 @@ pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
         return Vec::new();
     }
     let story = Story::new(facts);
-    let mut found: Vec<Violation> = report_too_early(facts).into_iter().collect();
+    let mut found: Vec<Violation> = verdicts::judging(report_too_early(facts)).into_iter().collect();
     let still_live: Vec<u64> = settled
         .text("live")
         .split(',')
@@ -404,6 +404,12 @@ pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
 /// `operation_timeout` (work longer than its ceiling), a refusal after a drain that met real work
 /// (or a protocol-1 daemon, which cannot say it is idle), or a lock wait that such a drain ran
 /// out, are outcomes a correct daemon gives there.
+///
+/// Excused share: most actions (62 % on seed 2026 × 1 000), because most runs inject a fault of
+/// the peers or of the caller's deadline (a wedged upstream, a slow authorization server, a short
+/// deadline), after which failing is a correct outcome and this promise says nothing. Those
+/// actions are still judged by the oracles that need no heal: `executes_once`,
+/// `bounded_latency`, `no_early_timeout`, `action_within_its_path`.
 pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
     let injected: Vec<&TraceEvent> = facts
         .trace

@@ -3244,6 +3244,20 @@ fn healthy_streams_kept_flags_a_healthy_stream_the_bridge_closed() {
     assert_one(&found, "healthy_streams_kept", 4, "no stall, hold, orphaned calls");
 }
 
+// The relayer writes every third of the idle budget at least, so a close less than two thirds of
+// the budget into a stall was not the watchdog noticing it: with a 1 500 ms budget, a stall from
+// 4 900 ms explains nothing of a close at 5 000 ms; one from 3 900 ms may.
+#[test]
+fn healthy_streams_kept_excuses_a_stall_only_once_the_watchdog_could_notice_it() {
+    let closed_in_stall = |from: u64| {
+        let mut events = stream_closed("client", vec![stall("start", from), stall("end", 5_500)]);
+        events[0].fields.push(("sse_idle_ms".to_string(), json!(1_500)));
+        run(stream_checks::healthy_streams_kept, events)
+    };
+    assert_clean(&closed_in_stall(3_900));
+    assert_one(&closed_in_stall(4_900), "healthy_streams_kept", 5, "closed stream s1 at 5000 ms");
+}
+
 // A stall from 3 000 to 9 000 ms cuts stream s1 (healthy since 0): with a 1 500 ms idle budget,
 // a 500 ms watchdog, a 100 ms connect and slack 10, a new stream is due by 5 120 ms.
 #[test]

@@ -213,6 +213,12 @@ pub fn fails_owed_at_eof(facts: &Facts<'_>) -> Vec<Violation> {
 /// replaced a session initialized before it, or the client closed stdin. Read from the relayer's
 /// log (`stream.close by=client`), the fault windows and the client's stdio; the bridge's stated
 /// reason (`sse.closed reason=idle`) is what is judged, never the ground truth.
+///
+/// Excused share: about a quarter of the closes it sees (26.5 % on seed 2026 × 1 000). The
+/// generator's stalls and link holds are long enough to trip the watchdog on purpose, and a close
+/// then is the watchdog doing its job: that decision is judged by `silent_streams_abandoned` (the
+/// new stream comes in time), and here only a close two thirds of the idle budget or more into
+/// the hold is excused, the earliest a watchdog could have noticed it.
 pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
     let slack = facts.slack_ms;
     let eof = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at);
@@ -232,8 +238,13 @@ pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
     let mut found = Vec::new();
     for stream in facts.stories.streams.iter().filter(|s| s.closed_by_client) {
         let Some(closed) = stream.closed_ms else { continue };
+        // The relayer writes at least every third of the idle budget, so the last byte before a
+        // hold came no earlier than a third of the budget before it: a watchdog that fired
+        // sooner than two thirds of the budget into the hold fired for some other reason.
         let held = facts.stories.holds.iter().any(|h| {
-            (!h.older_streams_only || stream.opened_ms < h.start_ms) && h.start_ms <= closed && closed <= h.end_ms + noticed_ms
+            (!h.older_streams_only || stream.opened_ms < h.start_ms)
+                && h.start_ms + facts.sse_idle_ms * 2 / 3 <= closed + slack
+                && closed <= h.end_ms + noticed_ms
         });
         let orphaned = client_reads(CLOSE_OUT, stream.opened_ms, closed + 2 * slack) >= 2
             && client_reads(CLOSE_OUT, closed.saturating_sub(2 * slack), closed + 2 * slack) >= 1;
