@@ -1359,6 +1359,24 @@ fn after_heal_succeeds_flags_a_busy_refusal_after_heal() {
     assert_eq!(run(after_heal_succeeds, wedged), vec![]);
 }
 
+/// A lasting fault of the peers (a wedged upstream method) explains an action that times out
+/// after heal, never one whose connection to its daemon failed.
+#[test]
+fn after_heal_succeeds_lets_a_lasting_fault_excuse_only_what_it_can_cause() {
+    let after_wedge = |outcome: &str| {
+        vec![
+            fault(0, "wedged_method", "start"),
+            fault(100, "heal", "start"),
+            action(4_000, 2),
+            done_as(6_000, 2, outcome),
+        ]
+    };
+    assert_eq!(run(after_heal_succeeds, after_wedge("timeout")), vec![]);
+    let found = run(after_heal_succeeds, after_wedge("transport"));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].detail.contains("ended \"transport\""), "{found:?}");
+}
+
 #[test]
 fn no_orphaned_work_passes_work_that_ends_with_its_request() {
     // Upstream messages before the answer, and a dropped request's work inside the bound.

@@ -405,11 +405,12 @@ pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
 /// (or a protocol-1 daemon, which cannot say it is idle), or a lock wait that such a drain ran
 /// out, are outcomes a correct daemon gives there.
 ///
-/// Excused share: most actions (62 % on seed 2026 × 1 000), because most runs inject a fault of
-/// the peers or of the caller's deadline (a wedged upstream, a slow authorization server, a short
-/// deadline), after which failing is a correct outcome and this promise says nothing. Those
-/// actions are still judged by the oracles that need no heal: `executes_once`,
-/// `bounded_latency`, `no_early_timeout`, `action_within_its_path`.
+/// A fault of the peers or of the caller's deadline (a wedged upstream, a slow authorization
+/// server, a short deadline) lasts past the heal: after one, an action may fail through its
+/// upstream work, and that failure is excused (4 % of the actions on seed 2026 × 1 000; they are
+/// still judged by `executes_once`, `bounded_latency`, `no_early_timeout` and
+/// `action_within_its_path`). A success is judged all the same, and a failed connection to the
+/// daemon is no effect such a fault has.
 pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
     let injected: Vec<&TraceEvent> = facts
         .trace
@@ -437,10 +438,6 @@ pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
         if unknown.contains_key(&action) || start.start_ms < calm_from {
             continue;
         }
-        if lasting {
-            verdicts::excused(LASTING);
-            continue;
-        }
         // The work itself may outlast its ceiling; `no_early_timeout` judges when it fired.
         let timed = outcome == "operation_timeout";
         // A drain that met real work (or a protocol-1 daemon, which cannot say it is idle) is
@@ -460,6 +457,13 @@ pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
             verdicts::held();
             continue;
         }
+        // A lasting fault of the peers or the deadline fails an action through its upstream
+        // work (a time-out, an error the server or the authorization flow gave), never by
+        // tearing down the CLI's connection to a daemon that heal left healthy.
+        if lasting && outcome != TRANSPORT {
+            verdicts::excused(LASTING);
+            continue;
+        }
         let detail = format!(
             "action {action} began at {} ms, after every fault had healed, and ended {:?}",
             start.start_ms,
@@ -473,6 +477,9 @@ pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
 /// The run injected a fault that disturbs the MCP or OAuth server, or the caller's deadline,
 /// which a heal of the daemon process does not undo.
 const LASTING: &str = "a fault of the peers or the deadline, which no heal undoes, was injected";
+
+/// The outcome of an action whose connection to its daemon failed.
+const TRANSPORT: &str = "transport";
 
 /// Whether `action`'s last drain probe before trace index `before` read a daemon that does not
 /// report `activeRequests` (protocol 1), or one with a user request possibly in flight.

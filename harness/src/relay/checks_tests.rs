@@ -1497,6 +1497,35 @@ fn user_outcomes_excuses_a_restart_only_as_the_connection_dies() {
     assert_eq!(learned(850, 900), ["failed"]);
 }
 
+// sdk soak v1.sdk.none.b61b267711576fa0: call 1's tool ran at 110 ms and its answer was written
+// at 300 ms to its POST stream, which a flap had cut as it opened; the restart at 500 ms destroyed
+// the answer before any resumption. The call ran, so it may not be sent again: failing it before
+// its deadline is the true outcome, however long after the 404 the bridge gave it. One that never
+// ran is not excused by the restart (it could be sent again).
+#[test]
+fn user_outcomes_lets_a_call_that_ran_fail_late_once_a_restart_destroyed_its_answer() {
+    let case = |ran: bool| {
+        let flap = TraceEvent::new(100, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("stream_flap")), ("phase", json!("start")), ("detail", json!("f"))]);
+        let open = relayer(110, kind::STREAM_OPEN, &[("session", json!("s1")), ("stream", json!("post-2")), ("style", json!("lf+ids")), ("last_event_id", json!("")), ("ids", json!("[1]"))]);
+        let fired = relayer(110, kind::FAULT_FIRED, &[("fault", json!("stream_flap")), ("session", json!("s1")), ("opening", json!("true"))]);
+        let cut = relayer(110, kind::STREAM_CLOSE, &[("session", json!("s1")), ("stream", json!("post-2")), ("by", json!("relayer"))]);
+        let mut sent = r_sent(300, "1", "a1", "s1", &tool_result(json!(1), "remember a1: done", false));
+        sent.fields.push(("stream".into(), json!("post-2")));
+        let mut gone = r_post(700, "s1", "2", "tools/list", "", 404);
+        gone.fields.push(("cause".into(), json!("gone")));
+        let mut events = vec![std_spec(), relayer_start(0, 1), send(100, &call(json!(1), "a1")), flap, r_post(110, "s1", "1", "tools/call", "a1", 200), open, fired, cut];
+        if ran {
+            events.extend([r_exec(110, "1", "a1", "s1"), sent]);
+        }
+        events.extend([relayer_start(500, 2), gone, recv(1_050, &rpc_error(Some(json!(1)), -32603, "tools/call: Transport closed"))]);
+        events.sort_by_key(|e| e.at_ms);
+        outcome_cols(events)
+    };
+    let restart = ["excused: a relayer restart cut it in flight, and the bridge failed it as the connection died"];
+    assert_eq!(case(true), restart);
+    assert_ne!(case(false), restart);
+}
+
 // sdk v1.sdk.none.612dee8fdb042144: a relayer restart killed call 1's tool while it ran, and
 // the bridge failed the call well after the connection died. The restart destroyed the work;
 // the excuse names that, not a tool that ran past the deadline (which it never reached). A
@@ -3256,6 +3285,29 @@ fn healthy_streams_kept_excuses_a_stall_only_once_the_watchdog_could_notice_it()
     };
     assert_clean(&closed_in_stall(3_900));
     assert_one(&closed_in_stall(4_900), "healthy_streams_kept", 5, "closed stream s1 at 5000 ms");
+}
+
+// The bridge gives up a stream with two calls orphaned on it at 4 700 ms, inside a link hold
+// from 4 500 ms: the relayer sees the close only as the hold ends (5 000 ms). The close-outs the
+// client read during the hold explain it (soak token v1.relay.none.a69144583b3f6e7e).
+#[test]
+fn healthy_streams_kept_reads_a_close_a_held_link_delayed_from_the_holds_start() {
+    let hold = |phase: &str, at_ms: u64| {
+        let fields = [("fault", json!("link_hold")), ("phase", json!(phase)), ("detail", json!("h"))];
+        TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &fields)
+    };
+    let orphaned = |at| recv(at, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true));
+    let closed_after_hold = |reads: Vec<TraceEvent>| {
+        let mut more = vec![hold("start", 4_500)];
+        more.extend(reads);
+        more.push(hold("end", 5_000));
+        let mut events = stream_closed("client", more);
+        events[0].fields.push(("sse_idle_ms".to_string(), json!(1_500)));
+        run(stream_checks::healthy_streams_kept, events)
+    };
+    assert_clean(&closed_after_hold(vec![orphaned(3_000), orphaned(4_700)]));
+    let found = closed_after_hold(vec![orphaned(3_000)]);
+    assert_one(&found, "healthy_streams_kept", 6, "closed stream s1 at 5000 ms");
 }
 
 // A stall from 3 000 to 9 000 ms cuts stream s1 (healthy since 0): with a 1 500 ms idle budget,

@@ -183,12 +183,20 @@ impl Facts<'_> {
         // connecting; sdk_rmcp soak v1.sdk_rmcp.none.834c4f015692b487: a write POSTed on the
         // forgotten session just before the first 404, which the bridge may not send again). A
         // bridge that fails it later is judged on that decision.
+        // A request whose tool the relayer had already run may not be sent again (it would run
+        // twice), and its answer is gone with the relayer: failing it at any time before its
+        // deadline is the one true outcome left, so its failure is not held to the moment the
+        // bridge learned (sdk soak v1.sdk.none.b61b267711576fa0: run at 14 600 ms, its stream cut
+        // by a flap, the restart at 15 000 ms, failed at 16 050 ms once the bridge had a new
+        // session).
         let restarted = self.stories.restarts.iter().any(|&(restart, told)| {
             // The 404 reaches the bridge a connect's time after the relayer wrote it.
             let learned = if told == u64::MAX { restart } else { told + CONNECT_MS };
+            let ran_before = story.execs.iter().any(|(_, at)| *at < restart);
+            let failed_by = if ran_before { request.at_ms + self.call_timeout_ms + self.slack_ms } else { learned + CONNECT_MS + 2 * self.slack_ms };
             request.at_ms <= learned
                 && !story.sent.iter().any(|sent| self.stories.on_its_way(sent, self.slack_ms, restart))
-                && request.answered.as_ref().is_some_and(|a| a.at_ms >= restart && a.at_ms <= learned + CONNECT_MS + 2 * self.slack_ms)
+                && request.answered.as_ref().is_some_and(|a| a.at_ms >= restart && a.at_ms <= failed_by)
         });
         if restarted {
             return Some("a relayer restart cut it in flight, and the bridge failed it as the connection died");

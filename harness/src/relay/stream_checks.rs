@@ -246,8 +246,14 @@ pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
                 && h.start_ms + facts.sse_idle_ms * 2 / 3 <= closed + slack
                 && closed <= h.end_ms + noticed_ms
         });
+        // A held link brings the bridge's close to the relayer only when it is released: the
+        // bridge may have decided it as early as the hold began.
+        let decided_from = facts.stories.holds.iter()
+            .filter(|h| !h.older_streams_only && h.start_ms <= closed && closed <= h.end_ms + slack)
+            .map(|h| h.start_ms.max(stream.opened_ms))
+            .fold(closed, u64::min);
         let orphaned = client_reads(CLOSE_OUT, stream.opened_ms, closed + 2 * slack) >= 2
-            && client_reads(CLOSE_OUT, closed.saturating_sub(2 * slack), closed + 2 * slack) >= 1;
+            && client_reads(CLOSE_OUT, decided_from.saturating_sub(2 * slack), closed + 2 * slack) >= 1;
         // The bridge's own reasons to close are verdicts held; a hold that kept the stream's
         // bytes back is the fault's doing, weighed only when no reason of the bridge's explains it.
         if orphaned || initialized_at(closed) || closed + slack >= eof {
