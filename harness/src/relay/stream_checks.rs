@@ -214,7 +214,7 @@ pub fn fails_owed_at_eof(facts: &Facts<'_>) -> Vec<Violation> {
 /// log (`stream.close by=client`), the fault windows and the client's stdio; the bridge's stated
 /// reason (`sse.closed reason=idle`) is what is judged, never the ground truth.
 ///
-/// Excused share: about a quarter of the closes it sees (26.5 % on seed 2026 × 1 000). The
+/// Excused share: about a quarter of the closes it sees (25.9 % on seed 2026 × 1 000). The
 /// generator's stalls and link holds are long enough to trip the watchdog on purpose, and a close
 /// then is the watchdog doing its job: that decision is judged by `silent_streams_abandoned` (the
 /// new stream comes in time), and here only a close two thirds of the idle budget or more into
