@@ -854,4 +854,3 @@ fn covered_ms(windows: impl Iterator<Item = (u64, u64)>, from: u64, to: u64) -> 
 #[cfg(test)]
 #[path = "checks_tests.rs"]
 mod tests;
-

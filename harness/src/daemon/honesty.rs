@@ -287,17 +287,13 @@ pub fn justified_refusal(facts: &Facts<'_>) -> Vec<Violation> {
 /// daemon on its way out as live, and a leftover as "still settling", so every verdict drawn from
 /// it would be void. Its first record (`cli.report`, or `cli.settled` when no daemon was live)
 /// is read, not the CLI's own claim of having waited.
-fn report_too_early(facts: &Facts<'_>) -> Option<Violation> {
+fn report_too_early(facts: &Facts<'_>, heal_ms: u64) -> Option<Violation> {
     let events = &facts.trace.events;
     let began = events.iter().position(|e| e.kind == kind::CLI_REPORT || e.kind == kind::CLI_SETTLED)?;
-    let before = &events[..began];
-    let heal = before.iter().filter(|e| e.kind == kind::FAULT_INJECTED && e.text("fault") == "heal").map(|e| e.at_ms).max();
-    let last_act = before.iter().filter(|e| e.host == host::CLI).map(|e| e.at_ms).max();
-    let (since, what) = match (heal, last_act) {
-        (Some(h), Some(a)) if a > h => (a, "the CLIs' last act"),
-        (Some(h), _) => (h, "the heal"),
-        (None, Some(a)) => (a, "the CLIs' last act"),
-        (None, None) => return None,
+    let last_act = events[..began].iter().filter(|e| e.host == host::CLI).map(|e| e.at_ms).max();
+    let (since, what) = match last_act {
+        Some(act) if act > heal_ms => (act, "the CLIs' last act"),
+        _ => (heal_ms, "the heal"),
     };
     let at = events[began].at_ms;
     (at < since + POLL_MS).then(|| {
@@ -316,14 +312,16 @@ pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
     let Some((settled_index, settled)) = facts.trace.of_kind(kind::CLI_SETTLED).last() else {
         return Vec::new();
     };
-    let healed = facts.trace.events[..settled_index]
+    let heal_ms = facts.trace.events[..settled_index]
         .iter()
-        .any(|e| e.kind == kind::FAULT_INJECTED && e.text("fault") == "heal");
-    if !healed {
+        .filter(|e| e.kind == kind::FAULT_INJECTED && e.text("fault") == "heal")
+        .map(|e| e.at_ms)
+        .max();
+    let Some(heal_ms) = heal_ms else {
         return Vec::new();
-    }
+    };
     let story = Story::new(facts);
-    let mut found: Vec<Violation> = verdicts::judging(report_too_early(facts)).into_iter().collect();
+    let mut found: Vec<Violation> = verdicts::judging(report_too_early(facts, heal_ms)).into_iter().collect();
     let still_live: Vec<u64> = settled
         .text("live")
         .split(',')
@@ -417,7 +415,7 @@ pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
         .of_kind(kind::FAULT_INJECTED)
         .map(|(_, e)| e)
         .collect();
-    // A fault no heal undoes leaves every action after heal excused.
+    // A fault no heal undoes may fail an action after heal through its upstream work (below).
     let lasting = injected
         .iter()
         .any(|e| !HEALABLE.contains(&e.text("fault").as_str()));
