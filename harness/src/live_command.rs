@@ -37,15 +37,25 @@ pub struct LiveArgs {
     /// Cases run at once, each on its own ports.
     #[arg(long, default_value_t = 1)]
     concurrency: u64,
-    /// Rerun one live token instead of hunting.
+    /// Rerun one case instead of hunting: a live token, or a case file `--save` wrote.
     #[arg(long)]
     replay: Option<String>,
+    /// With --replay: shrink the case once its runs are done (at most --shrink-budget runs).
+    #[arg(long, requires = "replay")]
+    shrink: bool,
+    /// The oracle shrinking keeps broken (default: the first one the case broke).
+    #[arg(long)]
+    oracle: Option<String>,
+    /// Write the case (shrunk, when it was) as a case file `--replay FILE` runs again; in a hunt,
+    /// the first failure's.
+    #[arg(long)]
+    save: Option<std::path::PathBuf>,
     /// How many times a failure (or --replay) is rerun to measure how often it reproduces (0 in
     /// a hunt: not rerun, for a long hunt whose failures are replayed afterwards; reruns are one
     /// at a time, and hold up the hunt).
     #[arg(long, default_value_t = 3)]
     runs: u64,
-    /// Shrinking re-runs at most this many candidates (0: no shrinking).
+    /// Shrinking re-runs at most this many candidates (0: a hunt does not shrink).
     #[arg(long, default_value_t = 12)]
     shrink_budget: usize,
     /// Keep hunting after a failure.
@@ -85,10 +95,8 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
     }
     let bridge = Bridge { command: args.bridge.clone(), profile, transport, speed };
     let schema = McpSchema::new();
-    if let Some(token) = &args.replay {
-        let seed = live::parse_token(token)?;
-        let case = Case { seed, scenario: live::generate(seed).current() };
-        return replay(&case, &bridge, &args, &schema);
+    if let Some(input) = &args.replay {
+        return replay(&read_case(input)?, &bridge, &args, &schema);
     }
     let base = match &args.seed {
         Some(text) => parse_seed(text)?,
@@ -125,8 +133,8 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
     if !args.keep_going {
         failed.truncate(1);
     }
-    for done in failed {
-        report(&done.case, done.judged, &bridge, &args, &schema)?;
+    for (index, done) in failed.into_iter().enumerate() {
+        report(&done.case, done.judged, &bridge, &args, &schema, index == 0)?;
     }
     print_table(&bridge, &tally, wall_s);
     let per_slot = if tally.case_ms == 0 { 0.0 } else { tally.cases as f64 * 1000.0 / tally.case_ms as f64 };
@@ -219,32 +227,89 @@ fn run_rolling(base: u64, args: &LiveArgs, bridge: &Bridge, mut each: impl FnMut
 }
 
 /// A failure: its violations, how often it reproduces, its shrunk form, and the files.
-fn report(case: &Case, judged: Judged, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> Result<(), String> {
+fn report(case: &Case, judged: Judged, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema, save: bool) -> Result<(), String> {
     println!("violation in {}:", case.token());
     print_violations(&judged.violations);
-    let invariant = judged.violations[0].invariant.clone();
+    let invariant = shrink_oracle(args, &judged.violations)?;
     if args.runs > 0 {
         let (reproduced, _) = reproduce(case, bridge, args.runs, &invariant, schema)?;
         println!("reproduced {reproduced} of {} runs", args.runs);
     }
-    let shrunk = shrink(case, bridge, args.shrink_budget, &invariant, schema)?;
-    if let Some((scenario, shrunk_judged, runs)) = shrunk {
-        let smaller = Case { seed: case.seed, scenario };
-        let (again, _) = reproduce(&smaller, bridge, args.runs, &invariant, schema)?;
-        println!(
-            "shrunk in {runs} runs to {} steps, {} faults; it reproduces {again} of {} runs:",
-            smaller.scenario.script.steps.len(),
-            smaller.scenario.faults.len(),
-            args.runs
-        );
-        print_violations(&shrunk_judged.violations);
-        println!("--- shrunk scenario");
-        println!("{}", serde_json::to_string_pretty(&smaller.scenario).unwrap_or_default());
-    }
+    let kept = shrink_and_measure(case, bridge, args, &invariant, schema)?;
     println!("token: {}", case.token());
     println!("replay: harness live {} --replay {} --runs 10", bridge_flags(bridge, args), case.token());
+    if save {
+        save_case(kept.as_ref().unwrap_or(case), args)?;
+    }
     write_outputs(case, &judged, args)?;
     print_stderr(&judged);
+    Ok(())
+}
+
+/// The oracle a shrink keeps broken: `--oracle`, which the case must have broken, else the first.
+fn shrink_oracle(args: &LiveArgs, violations: &[Violation]) -> Result<String, String> {
+    let broken = oracles(violations);
+    match &args.oracle {
+        Some(name) if broken.contains(name) => Ok(name.clone()),
+        Some(name) => Err(format!("--oracle {name}: the case did not break it (it broke {})", broken.join(", "))),
+        None => Ok(broken[0].clone()),
+    }
+}
+
+/// Shrink `case` by `invariant` within the budget, print the smaller case and how often it
+/// reproduces; the smaller case, when one failed.
+fn shrink_and_measure(case: &Case, bridge: &Bridge, args: &LiveArgs, invariant: &str, schema: &McpSchema) -> Result<Option<Case>, String> {
+    if args.shrink_budget == 0 {
+        return Ok(None);
+    }
+    eprintln!("shrinking by {invariant} (at most {} runs)...", args.shrink_budget);
+    let shrunk = live::shrink::shrink(case, args.shrink_budget, |candidate| {
+        let judged = live::run(candidate, bridge, schema).map_err(|e| e.0)?;
+        let failed = judged.violations.iter().any(|v| v.invariant == invariant);
+        eprintln!(
+            "  shrink run: {} steps, {} faults: {}",
+            candidate.scenario.script.steps.len(),
+            candidate.scenario.faults.len(),
+            if failed { "still fails, kept" } else { "passes" }
+        );
+        Ok::<_, String>(failed.then_some(judged))
+    })?;
+    let Some(shrunk) = shrunk else {
+        println!("shrinking: no smaller case failed in {} runs", args.shrink_budget);
+        return Ok(None);
+    };
+    let (again, _) = reproduce(&shrunk.case, bridge, args.runs.max(1), invariant, schema)?;
+    println!(
+        "shrunk in {} runs from {} steps, {} faults to {} steps, {} faults; it reproduces {again} of {} runs:",
+        shrunk.runs,
+        case.scenario.script.steps.len(),
+        case.scenario.faults.len(),
+        shrunk.case.scenario.script.steps.len(),
+        shrunk.case.scenario.faults.len(),
+        args.runs.max(1)
+    );
+    print_violations(&shrunk.failed.violations);
+    println!("--- shrunk case");
+    print!("{}", shrunk.case.to_json());
+    Ok(Some(shrunk.case))
+}
+
+/// The case `--replay` names: a token, or a case file.
+fn read_case(input: &str) -> Result<Case, String> {
+    let looks_like_path = input.ends_with(".json") || input.contains('/');
+    if looks_like_path || std::path::Path::new(input).is_file() {
+        let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read {input}: {e} (--replay takes a live token or a case file)"))?;
+        return Case::from_json(&text).map_err(|e| format!("{input}: {e}"));
+    }
+    let seed = live::parse_token(input)?;
+    Ok(Case { seed, scenario: live::generate(seed).current() })
+}
+
+fn save_case(case: &Case, args: &LiveArgs) -> Result<(), String> {
+    if let Some(path) = &args.save {
+        std::fs::write(path, case.to_json()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!("saved: {} (run it again with --replay {})", path.display(), path.display());
+    }
     Ok(())
 }
 
@@ -273,44 +338,19 @@ fn reproduce(case: &Case, bridge: &Bridge, runs: u64, invariant: &str, schema: &
     Ok((hits, last))
 }
 
-/// Shrink by re-running candidates: a simpler candidate is kept when one run of it still breaks
-/// `invariant`. Bounded by `budget` runs.
-fn shrink(case: &Case, bridge: &Bridge, budget: usize, invariant: &str, schema: &McpSchema) -> Result<Option<(harness::relay::RelayScenario, Judged, usize)>, String> {
-    let mut tree = live::generate(case.seed);
-    let mut best = None;
-    let mut runs = 0;
-    if budget == 0 || !tree.simplify() {
-        return Ok(None);
-    }
-    while runs < budget {
-        let candidate = Case { seed: case.seed, scenario: tree.current() };
-        let judged = live::run(&candidate, bridge, schema).map_err(|e| e.0)?;
-        runs += 1;
-        eprintln!("  shrink run {runs}: {} steps, {} faults", candidate.scenario.script.steps.len(), candidate.scenario.faults.len());
-        let more = if judged.violations.iter().any(|v| v.invariant == invariant) {
-            best = Some((candidate.scenario, judged));
-            tree.simplify()
-        } else {
-            tree.complicate()
-        };
-        if !more {
-            break;
-        }
-    }
-    Ok(best.map(|(scenario, judged)| (scenario, judged, runs)))
-}
-
 fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> Result<ExitCode, String> {
-    println!("live replay: {} against `{}`, speed {}, {} runs", case.token(), bridge.command, bridge.speed, args.runs);
+    println!("live replay: {}{} against `{}`, speed {}, {} runs", case.token(), if case.scenario == live::generate(case.seed).current() { "" } else { " (a saved case, not the token's own)" }, bridge.command, bridge.speed, args.runs);
     let mut tally: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
     let mut failed = 0;
     let mut last = None;
+    let mut first_failure = None;
     for run in 1..=args.runs {
         let judged = live::run(case, bridge, schema).map_err(|e| e.0)?;
         let names = oracles(&judged.violations);
         eprintln!("run {run}: {:.1} s, {}", judged.wall_ms as f64 / 1000.0, if names.is_empty() { "ok".to_string() } else { names.join(", ") });
         if !names.is_empty() {
             failed += 1;
+            first_failure.get_or_insert_with(|| judged.violations.clone());
         }
         for name in names {
             *tally.entry(name).or_default() += 1;
@@ -321,13 +361,23 @@ fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> 
     for (name, count) in &tally {
         println!("  {name}: {count} of {} runs", args.runs);
     }
-    if let Some(judged) = last {
-        println!("--- last run's trace ({} events)", judged.trace.events.len());
-        print!("{}", judged.trace.render());
-        print_violations(&judged.violations);
-        write_outputs(case, &judged, args)?;
-        print_stderr(&judged);
+    let Some(judged) = last else { return Ok(ExitCode::SUCCESS) };
+    println!("--- last run's trace ({} events)", judged.trace.events.len());
+    print!("{}", judged.trace.render());
+    print_violations(&judged.violations);
+    write_outputs(case, &judged, args)?;
+    print_stderr(&judged);
+    let mut kept = None;
+    if args.shrink {
+        match &first_failure {
+            Some(violations) => {
+                let invariant = shrink_oracle(args, violations)?;
+                kept = shrink_and_measure(case, bridge, args, &invariant, schema)?;
+            }
+            None => println!("shrinking: no run failed, nothing to shrink"),
+        }
     }
+    save_case(kept.as_ref().unwrap_or(case), args)?;
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 

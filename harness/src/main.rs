@@ -413,7 +413,10 @@ fn replay_command(
     }
     let (scenario, outcome) = if std::path::Path::new(input).is_file() {
         let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read {input}: {e}"))?;
-        let scenario = Scenario::from_json(&text, FAMILIES)?;
+        let scenario = Scenario::from_json(&text, FAMILIES).map_err(|e| {
+            let live = text.contains("\"token\"") && text.contains("live.v1.");
+            if live { format!("{input}: a live case: run it with `harness live --bridge CMD --replay {input}`") } else { format!("{input}: {e}") }
+        })?;
         let outcome = run(&scenario);
         (scenario, outcome)
     } else {

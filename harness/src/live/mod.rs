@@ -7,7 +7,8 @@
 //! - `server.rs`: the mock server on 127.0.0.1, restartable;
 //! - `process.rs`: the bridge process and its process group;
 //! - `proxy.rs`: the TCP proxy that holds the link (fault `link_hold`);
-//! - `speed.rs`: time compression (the bridge under libfaketime, the harness's side scaled).
+//! - `speed.rs`: time compression (the bridge under libfaketime, the harness's side scaled);
+//! - `shrink.rs`: shrinking a failure by re-running smaller candidates.
 //!
 //! The relay family says what judges a live trace (`relay/oracles.rs`) and what a bridge does by
 //! design (`relay/profile.rs`).
@@ -16,6 +17,7 @@ pub mod case;
 pub mod process;
 pub mod proxy;
 pub mod server;
+pub mod shrink;
 pub mod speed;
 
 use proptest::strategy::{Strategy, ValueTree};
@@ -40,6 +42,40 @@ impl Case {
     /// The token that regenerates it: `live.v1.relay.none.<seed>`.
     pub fn token(&self) -> String {
         live_token(self.seed)
+    }
+
+    /// The case as a file `harness live --replay FILE` runs again: its token (the seed of the mock
+    /// server's choices) and its scenario, which may no longer be the one the token generates.
+    pub fn to_json(&self) -> String {
+        #[derive(serde::Serialize)]
+        struct File<'a> {
+            token: String,
+            scenario: &'a RelayScenario,
+        }
+        serde_json::to_string_pretty(&File { token: self.token(), scenario: &self.scenario }).unwrap_or_default() + "\n"
+    }
+
+    /// Read a case file as [`Case::to_json`] writes it.
+    pub fn from_json(text: &str) -> Result<Case, String> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            token: String,
+            scenario: RelayScenario,
+        }
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        if value.get("sim").is_some() && value.get("family").is_some() {
+            return Err("a simulation scenario, not a live case: run it with `harness replay FILE`".to_string());
+        }
+        if value.get("script").is_some() {
+            return Err("a bare scenario without its token: a live case file is {\"token\": \"live.v1.relay.none.<seed>\", \"scenario\": {...}}, as `harness live --save` writes it".to_string());
+        }
+        let file: File = serde_json::from_value(value).map_err(|e| format!("not a live case: {e}"))?;
+        let seed = parse_token(&file.token)?;
+        if file.scenario.script.steps.is_empty() {
+            return Err("not a live case: its script has no steps".to_string());
+        }
+        Ok(Case { seed, scenario: file.scenario })
     }
 
     /// When the case ends at the latest: the client closes stdin at the script's end.
@@ -103,6 +139,41 @@ mod tests {
         let refused = Token::parse(&token).unwrap_err();
         assert!(refused.contains("harness live"), "{refused}");
         assert!(parse_token("live.v1.daemon.none.0000000000000abc").is_err());
+    }
+
+    #[test]
+    fn a_case_file_round_trips_and_bad_files_are_refused_with_their_reason() {
+        let mut shrunk = case(7, 3);
+        shrunk.scenario.faults.clear();
+        let again = Case::from_json(&shrunk.to_json()).unwrap();
+        assert_eq!((again.seed, &again.scenario), (shrunk.seed, &shrunk.scenario));
+
+        let refused = |text: &str| Case::from_json(text).unwrap_err();
+        assert!(refused("{").contains("not JSON"));
+        let bare = serde_json::to_string(&shrunk.scenario).unwrap();
+        assert!(refused(&bare).contains("without its token"), "{}", refused(&bare));
+        assert!(refused(r#"{"seed": 1, "sim": {}, "family": {}}"#).contains("harness replay"));
+        let sim_token = format!(r#"{{"token": "v1.relay.none.0000000000000007", "scenario": {bare}}}"#);
+        assert!(Case::from_json(&sim_token).is_ok(), "the live. prefix may be left out");
+        let daemon = format!(r#"{{"token": "live.v1.daemon.none.0000000000000007", "scenario": {bare}}}"#);
+        assert!(refused(&daemon).contains("not a live token"), "{}", refused(&daemon));
+        let extra = format!(r#"{{"token": "{}", "scenario": {bare}, "note": 1}}"#, shrunk.token());
+        assert!(refused(&extra).contains("unknown field"), "{}", refused(&extra));
+    }
+
+    #[test]
+    fn the_shrunk_cases_of_the_findings_page_are_runnable_case_files() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/findings");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "json") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                Case::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                read += 1;
+            }
+        }
+        assert!(read >= 6, "{read} case files in {}", dir.display());
     }
 
     #[test]

@@ -1,0 +1,130 @@
+//! Shrinking a live failure. A real bridge is not deterministic, so a candidate is kept when a run
+//! of it still breaks the oracle (an existence proof), and the shrunk case's reproduction rate is
+//! measured afterwards by whoever asked.
+//!
+//! Two passes share one budget of runs:
+//! - the token's value tree (proptest's own simplification: fewer steps, milder faults), taken
+//!   only when the case is still the one its token generates (a saved case may already be shrunk);
+//! - then each remaining fault entry dropped in turn, last first: what is left is the faults the
+//!   failure needs.
+
+use proptest::strategy::ValueTree;
+
+use super::{generate, Case};
+
+/// A shrunk case, the evidence that it still fails, and the runs spent.
+pub struct Shrunk<J> {
+    pub case: Case,
+    pub failed: J,
+    pub runs: usize,
+}
+
+/// Shrink `case` with at most `budget` runs of `attempt`, which runs a candidate and returns
+/// `Some(evidence)` when it still breaks the oracle. `None` when nothing smaller failed.
+pub fn shrink<J, E>(case: &Case, budget: usize, mut attempt: impl FnMut(&Case) -> Result<Option<J>, E>) -> Result<Option<Shrunk<J>>, E> {
+    let mut best: Option<(Case, J)> = None;
+    let mut runs = 0;
+    // The tree alone can spend any budget (it halves every time and onset); the drop pass is
+    // left a run per fault entry.
+    let tree_budget = budget - case.scenario.faults.len().min(budget / 2);
+    let mut tree = generate(case.seed);
+    if tree.current() == case.scenario && tree.simplify() {
+        while runs < tree_budget {
+            let candidate = Case { seed: case.seed, scenario: tree.current() };
+            runs += 1;
+            let more = match attempt(&candidate)? {
+                Some(evidence) => {
+                    best = Some((candidate, evidence));
+                    tree.simplify()
+                }
+                None => tree.complicate(),
+            };
+            if !more {
+                break;
+            }
+        }
+    }
+    let mut current = best.as_ref().map_or_else(|| case.clone(), |(case, _)| case.clone());
+    let mut index = current.scenario.faults.len();
+    while index > 0 && runs < budget {
+        index -= 1;
+        let mut candidate = current.clone();
+        candidate.scenario.faults.remove(index);
+        runs += 1;
+        if let Some(evidence) = attempt(&candidate)? {
+            current = candidate.clone();
+            best = Some((candidate, evidence));
+        }
+    }
+    Ok(best.map(|(case, failed)| Shrunk { case, failed, runs }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::relay::faults::RelayFault;
+
+    /// A stand-in bridge that fails exactly when the plan holds a fault `needed` picks.
+    fn fails_with(needed: impl Fn(&RelayFault) -> bool) -> impl FnMut(&Case) -> Result<Option<usize>, ()> {
+        move |case| Ok(case.scenario.faults.iter().any(&needed).then_some(case.scenario.faults.len()))
+    }
+
+    /// A generated case whose plan holds a fault `pick` picks and at least `others` others.
+    fn case_with(pick: impl Fn(&RelayFault) -> bool, others: usize) -> Case {
+        (0..4_000).map(|index| super::super::case(11, index)).find(|case| case.scenario.faults.iter().any(&pick) && case.scenario.faults.len() > others).expect("no such case in 4 000")
+    }
+
+    fn is_restart(fault: &RelayFault) -> bool {
+        matches!(fault, RelayFault::RelayerBounce { .. })
+    }
+
+    #[test]
+    fn shrinking_keeps_only_the_fault_the_failure_needs() {
+        let case = case_with(is_restart, 3);
+        let shrunk = shrink(&case, 200, fails_with(is_restart)).unwrap().expect("nothing smaller failed");
+        assert_eq!(shrunk.case.scenario.faults.len(), 1, "{:?}", shrunk.case.scenario.faults);
+        assert!(is_restart(&shrunk.case.scenario.faults[0]));
+        assert_eq!(shrunk.failed, 1, "the evidence is the kept candidate's");
+        assert_eq!(shrunk.case.seed, case.seed);
+        assert!(shrunk.runs <= 200);
+    }
+
+    #[test]
+    fn a_saved_case_is_shrunk_by_dropping_faults_within_the_budget() {
+        // Not the case its token generates (as a saved, already shrunk case is not): the value
+        // tree is not taken; dropping entries is.
+        let mut case = case_with(is_restart, 3);
+        case.scenario.script.steps.pop();
+        let faults = case.scenario.faults.len();
+        let mut runs = 0;
+        let shrunk = shrink(&case, 200, |candidate| {
+            runs += 1;
+            assert_eq!(candidate.scenario.script, case.scenario.script, "the script of a saved case is kept");
+            fails_with(is_restart)(candidate)
+        })
+        .unwrap()
+        .expect("nothing smaller failed");
+        assert_eq!(runs, faults, "one run per fault entry");
+        assert_eq!(shrunk.case.scenario.faults.iter().filter(|f| is_restart(f)).count(), shrunk.case.scenario.faults.len());
+
+        let mut spent = 0;
+        let bounded = shrink(&case, 2, |candidate| {
+            spent += 1;
+            fails_with(is_restart)(candidate)
+        });
+        assert!(bounded.is_ok());
+        assert_eq!(spent, 2, "the budget bounds the runs");
+    }
+
+    #[test]
+    fn nothing_is_returned_when_no_candidate_fails() {
+        let case = case_with(is_restart, 1);
+        let mut runs = 0;
+        let shrunk = shrink(&case, 30, |_| {
+            runs += 1;
+            Ok::<Option<()>, ()>(None)
+        });
+        assert!(shrunk.unwrap().is_none());
+        assert!(runs > 0 && runs <= 30);
+    }
+}
