@@ -1844,6 +1844,25 @@ fn reconnect_discipline_flags_a_late_reconnect_and_none_at_all() {
     assert_clean(&run(reconnect_discipline, closed));
 }
 
+// A restart from 5 000 to 8 000 ms ends s1 and may fail connects unseen: the bridge's count of
+// failures is unknown, but its backoff is capped, so the next stream is due by the heal, two
+// connects, 15 000 ms and the slack: 8 000 + 200 + 15 000 + 20 = 23 220 ms. Such a restart used
+// to excuse any wait, and a bridge that stopped reconnecting passed.
+#[test]
+fn reconnect_discipline_holds_a_reconnect_after_unseen_failures_to_the_capped_backoff() {
+    let events = |next: Option<u64>| {
+        let mut events = vec![spec(1_000, 500, 10, 60_000), stream_open(0, "s1")];
+        events.extend([fault_window("relayer_bounce", 5_000, 5_000)[0].clone(), stream_close(5_000, "s1"), relayer_start(8_000, 2)]);
+        events.extend(next.map(|at| stream_open(at, "s2")));
+        events.push(eof(40_000));
+        events
+    };
+    assert_clean(&run(reconnect_discipline, events(Some(23_000))));
+    let late = run(reconnect_discipline, events(Some(23_500)));
+    assert_one(&late, "reconnect_discipline", 5, "the backoff is at most 15000 ms");
+    assert_one(&run(reconnect_discipline, events(None)), "reconnect_discipline", 5, "no stream followed stream s1");
+}
+
 #[test]
 fn quiescence_holds_the_report_against_the_observations() {
     let report = |inflight: u64, tasks: &str| bridge(9_000, kind::BRIDGE_REPORT, &[
@@ -3335,6 +3354,51 @@ fn silent_streams_abandoned_flags_a_bridge_that_stays_on_a_silent_stream() {
     // opens nothing until 7 000 ms left its client without a stream past the due time.
     let found = run(stream_checks::silent_streams_abandoned, events_closed_at(Some(7_000), Some(5_000)));
     assert_one(&found, "silent_streams_abandoned", 2, "no new stream opened by 5120 ms");
+}
+
+/// A global fault's window as the trace records it (a restart records only its start, the kill;
+/// the relayer's next `relayer.start` ends it).
+fn fault_window(name: &str, start: u64, end: u64) -> [TraceEvent; 2] {
+    let at = |phase: &str, at_ms| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!(name)), ("phase", json!(phase)), ("detail", json!("w"))]);
+    [at("start", start), at("end", end)]
+}
+
+// A stall from 3 000 to 30 000 ms cuts s1; a restart from 4 000 to 6 000 ms refuses every
+// connect meanwhile. The watchdog fires by 5 120 ms; the new stream is due by the heal, two
+// connects, the capped backoff and the slack: 6 000 + 200 + 15 000 + 20 = 21 220 ms. The restart
+// used to excuse the stall whole, so a bridge that never reconnected passed.
+#[test]
+fn silent_streams_abandoned_holds_a_blocked_reconnect_to_the_heal_and_the_capped_backoff() {
+    let events = |reopened: Option<u64>| {
+        let mut spec = spec(1_000, 500, 10, 60_000);
+        spec.fields.push(("sse_idle_ms".to_string(), json!(1_500)));
+        let mut events = vec![spec, r_open(0, "s1"), stall("start", 3_000)];
+        events.extend([fault_window("relayer_bounce", 4_000, 4_000)[0].clone(), r_close(4_000, "s1"), relayer_start(6_000, 2)]);
+        events.extend(reopened.map(|at| r_open(at, "s2")));
+        events.extend([stall("end", 30_000), client_eof(40_000)]);
+        events
+    };
+    assert_clean(&run(stream_checks::silent_streams_abandoned, events(Some(21_000))));
+    let found = run(stream_checks::silent_streams_abandoned, events(None));
+    assert_one(&found, "silent_streams_abandoned", 2, "no new stream opened by 21220 ms: the idle budget is 1500 ms, after connects blocked");
+    let late = run(stream_checks::silent_streams_abandoned, events(Some(21_400)));
+    assert_one(&late, "silent_streams_abandoned", 2, "no new stream opened by 21220 ms");
+}
+
+// A held link from 2 000 to 9 000 ms keeps back the keep-alives s1 carried before a stall from
+// 3 000 to 30 000 ms: the bridge reads them at 9 000, so its silence begins then and the new
+// stream is due by 9 000 + 1 500 + 500 + 20 + 100 = 11 120 ms, not 5 120 (soak token
+// v1.relay.none.0d0382be54bf4694, a false alarm once the hold no longer excused the stall).
+#[test]
+fn silent_streams_abandoned_counts_the_silence_from_the_bytes_a_held_link_delivered() {
+    let events = |reopened: u64| {
+        let mut spec = spec(1_000, 500, 10, 60_000);
+        spec.fields.push(("sse_idle_ms".to_string(), json!(1_500)));
+        let [hold_start, hold_end] = fault_window("link_hold", 2_000, 9_000);
+        vec![spec, r_open(0, "s1"), hold_start, stall("start", 3_000), hold_end, r_open(reopened, "s2"), stall("end", 30_000), client_eof(40_000)]
+    };
+    assert_clean(&run(stream_checks::silent_streams_abandoned, events(11_000)));
+    assert_one(&run(stream_checks::silent_streams_abandoned, events(11_300)), "silent_streams_abandoned", 3, "went silent at 9000 ms (a stall from 3000 ms");
 }
 
 // ---- refused_requests_resent ----------------------------------------------------------------

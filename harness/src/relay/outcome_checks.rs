@@ -32,8 +32,11 @@ pub const SHORT_STREAM_MS: u64 = 1_000;
 pub(super) const STABLE_STREAM_MS: u64 = 2_000;
 /// From a connect to the relayer's `stream.open`: a TCP and an HTTP round trip.
 pub(super) const CONNECT_MS: u64 = 100;
+/// The reconnect backoff's cap (MODEL.md §1): the longest a bridge waits between two connects,
+/// however many failed.
+pub(super) const MAX_BACKOFF_MS: u64 = 15_000;
 /// Faults under which a connect can fail without the relayer seeing it.
-const UNSEEN_CONNECT_FAULTS: &[&str] = &["relayer_bounce", "link_hold"];
+pub(super) const UNSEEN_CONNECT_FAULTS: &[&str] = &["relayer_bounce", "link_hold"];
 /// How long the bridge remembers a closed-out id (`closed_out_retention_ms`, MODEL.md §1.4's
 /// bounded retention window).
 pub const CLOSED_OUT_RETENTION_MS: u64 = 600_000;
@@ -52,6 +55,34 @@ impl Facts<'_> {
         self.stories.global_faults.iter().any(|(name, start, end)| {
             UNSEEN_CONNECT_FAULTS.contains(&name.as_str()) && *start <= to && end + CONNECT_MS >= from
         })
+    }
+
+    /// By when a new stream reaches the relayer at the latest, given that it was due by `due`
+    /// and that `faults` (each until its heal) may have blocked or failed connects after `from`:
+    /// a connect pending at the heal lands a connect later, one that failed is retried within
+    /// the capped backoff (MODEL.md §1: `min(15 000, 500·2^attempt)`), however many attempts
+    /// failed. A fixpoint: a fault that begins before the pushed-out bound pushes it again.
+    pub(super) fn reconnect_due_past(&self, faults: &[&str], from: u64, due: u64) -> u64 {
+        let mut due = due;
+        loop {
+            let healed = self.stories.global_faults.iter().filter(|(name, start, _)| faults.contains(&name.as_str()) && *start <= due).map(|(name, start, end)| self.healed_ms(name, *start, *end)).filter(|healed| healed + CONNECT_MS > from).max();
+            let Some(healed) = healed else { return due };
+            let next = due.max(healed + 2 * CONNECT_MS + MAX_BACKOFF_MS + 2 * self.slack_ms);
+            if next == due {
+                return due;
+            }
+            due = next;
+        }
+    }
+
+    /// When a global fault stops acting: its window's end, or for a restart (recorded at the
+    /// kill) the relayer's next start.
+    fn healed_ms(&self, name: &str, start: u64, end: u64) -> u64 {
+        if name != "relayer_bounce" {
+            return end;
+        }
+        let back = self.trace.events.iter().find(|e| e.host == host::RELAYER && e.kind == kind::RELAYER_START && e.at_ms >= start);
+        back.map_or(self.horizon_ms, |e| e.at_ms)
     }
 
     /// How long after a global fault ends it may still touch a request: a silent stream is
@@ -1231,14 +1262,22 @@ pub fn reconnect_discipline(facts: &Facts<'_>) -> Vec<Violation> {
         if due >= eof {
             continue;
         }
-        if !counted {
+        // Connects may have failed unseen since a stream last lived 2 s: the count of failures,
+        // and so the backoff, is unknown, but it is capped, and a connect pending in a fault
+        // lands when it heals.
+        let due = if counted { due } else { facts.reconnect_due_past(UNSEEN_CONNECT_FAULTS, stream.opened_ms, seen + CONNECT_MS + MAX_BACKOFF_MS + 2 * facts.slack_ms) };
+        if !counted && opened <= due {
             verdicts::excused(if unseen {
-                "relayer_bounce or link_hold may have failed a connect unseen"
+                "relayer_bounce or link_hold may have failed a connect unseen; it came within the capped backoff of the heal"
             } else {
-                "no stream has lived 2 s since a connect could fail unseen"
+                "no stream has lived 2 s since a connect could fail unseen; it came within the capped backoff"
             });
             continue;
         }
+        if due >= eof {
+            continue;
+        }
+        let longest = if counted { longest } else { MAX_BACKOFF_MS };
         let detail = match next {
             Some(next) => format!(
                 "stream {} opened {} ms after stream {} ended; after {maybe_short} streams that may have failed the backoff is at most {longest} ms",

@@ -9,7 +9,7 @@ use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
 use super::checks::{Facts, CLOSE_OUT};
-use super::outcome_checks::{CONNECT_MS, STABLE_STREAM_MS};
+use super::outcome_checks::{CONNECT_MS, MAX_BACKOFF_MS, STABLE_STREAM_MS};
 use crate::check::{capped, message};
 use crate::trace::Violation;
 use crate::verdicts;
@@ -274,44 +274,54 @@ pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// Faults that open, close or hold streams themselves: while one acts, a new stream proves
-/// nothing about the watchdog.
-const STREAM_FAULTS: &[&str] = &["link_hold", "stream_eof", "stream_flap", "relayer_bounce", "stdin_eof"];
+/// Faults that keep a new stream from reaching the relayer while they act: a restart refuses the
+/// connect, a flap drops the stream as it is accepted, a held link holds it.
+const CONNECT_BLOCKING_FAULTS: &[&str] = &["link_hold", "stream_flap", "relayer_bounce"];
 
 /// The bridge abandons a silent stream (MODEL.md §1.4): when a stall cuts every byte of a stream
 /// that had been healthy for a while, the relayer sees a new stream within the idle budget, one
-/// watchdog period, a connect and the slack, counted from the stall's start (the last byte came
-/// no later). A watchdog that never fires leaves the bridge on the dead stream until the stall
-/// ends, and every request meanwhile without an answer. Read from the relayer's streams and the
-/// stall windows only.
+/// watchdog period, a connect and the slack, counted from the last bytes the bridge read: the
+/// stall's start, or the end of a held link that kept back bytes written before it. A fault
+/// that blocks connects (a restart, a flap, a held link) pushes the bound out to its heal plus
+/// the capped backoff; it excuses nothing unless the client left before that. A watchdog that
+/// never fires leaves the bridge on the dead stream until the stall ends, and every request
+/// meanwhile without an answer. Read from the relayer's streams and the fault windows only.
 pub fn silent_streams_abandoned(facts: &Facts<'_>) -> Vec<Violation> {
     let slack = facts.slack_ms;
     let eof = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at);
     let mut found = Vec::new();
     for stall in facts.stories.holds.iter().filter(|h| h.older_streams_only) {
-        let due = stall.start_ms + facts.sse_idle_ms + facts.watchdog_ms() + 2 * slack + CONNECT_MS;
-        let other = facts.stories.global_faults.iter().any(|(name, start, end)| {
-            STREAM_FAULTS.contains(&name.as_str()) && *start <= due && *end + CONNECT_MS >= stall.start_ms
-        });
-        if stall.end_ms <= due + slack || eof <= due + slack {
-            continue;
-        }
         let streams = &facts.stories.streams;
-        let stalled: Vec<_> = streams
-            .iter()
-            .filter(|s| s.opened_ms + STABLE_STREAM_MS + slack <= stall.start_ms && s.closed_ms.is_none_or(|c| c > stall.start_ms))
-            .collect();
-        if other && !stalled.is_empty() {
-            verdicts::excused("a stream fault or the relayer's bounce overlapped the stall until the new stream was due");
-            continue;
-        }
+        let stalled = streams.iter().filter(|s| s.opened_ms + STABLE_STREAM_MS + slack <= stall.start_ms && s.closed_ms.is_none_or(|c| c > stall.start_ms));
         for stream in stalled {
-            if streams.iter().any(|s| s.opened_ms > stall.start_ms && s.opened_ms <= due) {
+            // The bridge's silence begins with the last bytes it read: those written before the
+            // stall, which a held link (or a chain of them) may have delivered only as it ended.
+            // The stall keeps nothing already written, so it does not hold them further.
+            let mut silent_from = stall.start_ms;
+            while let Some(end) = facts.stories.holds.iter().filter(|h| !h.older_streams_only && h.start_ms <= silent_from && h.end_ms > silent_from).map(|h| h.end_ms).max() {
+                silent_from = end;
+            }
+            let due = silent_from + facts.sse_idle_ms + facts.watchdog_ms() + 2 * slack + CONNECT_MS;
+            if stall.end_ms <= due + slack || eof <= due + slack {
+                continue;
+            }
+            // The watchdog fires by `due` whatever else happens; a fault that blocks connects
+            // then delays the new stream to its heal plus the capped backoff (each blocked attempt
+            // counts as failed).
+            // (The hold that delivered the last bytes, if one did, ended as the silence began.)
+            let from = if silent_from > stall.start_ms { silent_from + CONNECT_MS } else { stall.start_ms };
+            let blocked_due = facts.reconnect_due_past(CONNECT_BLOCKING_FAULTS, from, due);
+            if eof <= blocked_due + slack {
+                verdicts::excused("relayer_bounce, stream_flap or link_hold blocked the new stream's connect until the client left");
+                continue;
+            }
+            if streams.iter().any(|s| s.opened_ms > stall.start_ms && s.opened_ms <= blocked_due) {
                 verdicts::held();
                 continue;
             }
+            let blocked = if blocked_due > due { format!(", after connects blocked until the heal and the capped backoff of {MAX_BACKOFF_MS} ms") } else { String::new() };
             let detail = format!(
-                "stream {} went silent at {} ms (a stall until {} ms) and no new stream opened by {due} ms: the idle budget is {} ms",
+                "stream {} went silent at {silent_from} ms (a stall from {} ms until {} ms) and no new stream opened by {blocked_due} ms: the idle budget is {} ms{blocked}",
                 stream.session, stall.start_ms, stall.end_ms, facts.sse_idle_ms
             );
             let index = facts.trace.events.iter().position(|e| e.kind == kind::FAULT_INJECTED && e.at_ms >= stall.start_ms);
