@@ -246,7 +246,8 @@ fn report(case: &Case, judged: Judged, bridge: &Bridge, args: &LiveArgs, schema:
     Ok(())
 }
 
-/// The oracle a shrink keeps broken: `--oracle`, which the case must have broken, else the first.
+/// The oracle a shrink keeps broken: `--oracle`, which a run of the case must have broken, else
+/// the first one broken.
 fn shrink_oracle(args: &LiveArgs, violations: &[Violation]) -> Result<String, String> {
     let broken = oracles(violations);
     match &args.oracle {
@@ -343,14 +344,15 @@ fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> 
     let mut tally: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
     let mut failed = 0;
     let mut last = None;
-    let mut first_failure = None;
+    // Every run's violations, in order: what the shrink may keep broken.
+    let mut broken = Vec::new();
     for run in 1..=args.runs {
         let judged = live::run(case, bridge, schema).map_err(|e| e.0)?;
         let names = oracles(&judged.violations);
         eprintln!("run {run}: {:.1} s, {}", judged.wall_ms as f64 / 1000.0, if names.is_empty() { "ok".to_string() } else { names.join(", ") });
         if !names.is_empty() {
             failed += 1;
-            first_failure.get_or_insert_with(|| judged.violations.clone());
+            broken.extend(judged.violations.iter().cloned());
         }
         for name in names {
             *tally.entry(name).or_default() += 1;
@@ -369,12 +371,11 @@ fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> 
     print_stderr(&judged);
     let mut kept = None;
     if args.shrink {
-        match &first_failure {
-            Some(violations) => {
-                let invariant = shrink_oracle(args, violations)?;
-                kept = shrink_and_measure(case, bridge, args, &invariant, schema)?;
-            }
-            None => println!("shrinking: no run failed, nothing to shrink"),
+        if broken.is_empty() {
+            println!("shrinking: no run failed, nothing to shrink");
+        } else {
+            let invariant = shrink_oracle(args, &broken)?;
+            kept = shrink_and_measure(case, bridge, args, &invariant, schema)?;
         }
     }
     save_case(kept.as_ref().unwrap_or(case), args)?;

@@ -82,11 +82,11 @@ pub fn judge(trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
     let promised: Vec<&str> = promises.split('+').collect();
     let exit_within_ms = spec.map_or(0, |e| e.num("exit_within_ms"));
     let facts = Facts::new(trace, schema);
-    let judged: Vec<_> = CHECKERS.iter().copied().filter(|(name, _)| UNIVERSAL.contains(name) || promised.contains(name)).collect();
+    let mut judged: Vec<_> = CHECKERS.iter().copied().filter(|(name, _)| UNIVERSAL.contains(name) || promised.contains(name)).collect();
+    judged.push((INITIALIZE_ANSWERED, initialize_answered));
     let mut found = crate::verdicts::run(&judged, &facts);
     found.extend(stdout_only_jsonrpc(trace));
     found.extend(process_lifetime(trace, exit_within_ms));
-    found.extend(initialize_answered(&facts));
     found
 }
 
@@ -189,7 +189,9 @@ fn initialize_answered(facts: &Facts<'_>) -> Vec<Violation> {
         }
         !cut
     };
-    let owed = facts.requests.iter().filter(|r| r.method == "initialize" && r.id.is_some() && !r.dup && r.answered.is_none());
+    let initializes = || facts.requests.iter().filter(|r| r.method == "initialize" && r.id.is_some() && !r.dup);
+    verdicts::held_n(initializes().filter(|r| r.answered.is_some()).count());
+    let owed = initializes().filter(|r| r.answered.is_none());
     let unexcused = owed.filter(|r| eof.is_none_or(|eof| eof >= r.at_ms + facts.call_timeout_ms + facts.slack_ms)).filter(cut_short);
     unexcused
         .take(3)
@@ -305,6 +307,11 @@ mod tests {
         };
         assert_eq!(with_own(27_314), 0);
         assert_eq!(with_own(31_500), 1);
+        // The excuse is counted under this oracle's own name, not the last one `judge` ran.
+        let trace = Trace { events: vec![own.clone(), send.clone(), posted.clone(), exit(27_314, "harness")] };
+        let (_, cells) = crate::verdicts::counting(|| judge(&trace, &McpSchema::new()));
+        let excused: Vec<&str> = cells.iter().filter(|c| c.col.starts_with("excused")).map(|c| c.row.as_str()).collect();
+        assert_eq!(excused, [INITIALIZE_ANSWERED], "{cells:?}");
         // Without such a deadline the same case is judged as any other.
         assert_eq!(found(vec![posted.clone(), exit(27_314, "harness")]).len(), 1);
     }
