@@ -1660,6 +1660,23 @@ fn user_outcomes_excuses_a_request_held_behind_a_refused_post() {
     assert!(found[0].detail.contains("untouched by any fault"), "{}", found[0].detail);
 }
 
+// Issue #28: the relayer refused call 1's first POST (429), the bridge retried and the relayer
+// accepted the retry and ran it; the client then read a close-out. The refusal no longer stood
+// between the call and its answer: the lost answer is owed. Refused with no accepted POST after,
+// the refusal explains the failure.
+#[test]
+fn user_outcomes_excuses_a_refusal_only_while_no_accepted_post_followed_it() {
+    let outcome = |retry: u64| {
+        let mut events = vec![std_spec(), r_open(0, "s1"), r_post(5, "s1", "relay-init-1", "initialize", "", 202), send(10, &call(json!(1), "a1"))];
+        events.push(r_post(11, "s1", "1", "tools/call", "a1", 429)); // 4
+        events.push(r_post(300, "s1", "1", "tools/call", "a1", retry)); // 5
+        events.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true)));
+        run(outcome_checks::user_outcomes, events)
+    };
+    assert_clean(&outcome(429));
+    assert_one(&outcome(202), "user_outcomes", 6, "untouched by any fault");
+}
+
 // Hunt seed 2026 (v1.relay.none.c68d12b160e0a5f4): the relayer refused the session's last
 // `initialize` try a tick before the client's clock read the request's send; the bridge, which
 // admitted it first, rightly answered it with that refusal. Clocks a slack apart still meet.
@@ -3704,11 +3721,13 @@ fn user_outcomes_flags_a_refused_request_never_sent_again_nor_answered() {
     };
     let found = run(outcome_checks::user_outcomes, refused(vec![], 50_000));
     assert_one(&found, "user_outcomes", 3, "the relayer answered HTTP 503 to its POST at 11 ms; the bridge never sent it again and never answered it");
-    // An error answer, a POST sent again, or a client that left within a reconnect's worth of
-    // time: the refusal explains each.
+    // An error answer, or a client that left within a reconnect's worth of time: the refusal
+    // explains each. A POST sent again that got through leaves the refusal no part in the
+    // silence after it (issue #28).
     let error = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "HTTP 503"}});
     assert_clean(&run(outcome_checks::user_outcomes, refused(vec![recv(700, &error)], 50_000)));
-    assert_clean(&run(outcome_checks::user_outcomes, refused(vec![r_post(600, "s1", "1", "tools/call", "a1", 202)], 50_000)));
+    let through = run(outcome_checks::user_outcomes, refused(vec![r_post(600, "s1", "1", "tools/call", "a1", 202)], 50_000));
+    assert_one(&through, "user_outcomes", 3, "untouched by any fault, never answered");
     assert_clean(&run(outcome_checks::user_outcomes, refused(vec![], 5_000)));
     // Sdk soak v1.sdk.none.d6d2976814672a96: a link hold from soon after the refusal until after
     // the client left defeats every reconnect; one that ended with time to spare excuses nothing.

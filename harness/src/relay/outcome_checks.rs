@@ -252,7 +252,10 @@ impl Facts<'_> {
         }
         // A reset is no refusal (its status is the relayer's, or 0 when it was cut unread): it is
         // judged above, by whether it could force the outcome.
-        if story.posts.iter().any(|p| p.status != 202 && !p.reset) {
+        // Only a refusal no accepted POST of it followed: once one got through, the refusal no
+        // longer stood between it and its answer.
+        let accepted_last = story.posts.iter().rposition(|p| p.status == 202);
+        if story.posts.iter().skip(accepted_last.map_or(0, |n| n + 1)).any(|p| p.status != 202 && !p.reset) {
             return Some("the relayer refused a POST of it");
         }
         let end = self.life_end(request);
