@@ -204,6 +204,30 @@ fn no_early_timeout_passes_a_healthy_call_and_a_stalled_daemon() {
     assert_eq!(run(no_early_timeout, stalled), vec![]);
 }
 
+/// Issue #28: with frames owed every 250 ms, a 2 000 ms idle budget (sent at 10, expired at
+/// 2 010) runs out only if every frame owed from 280 ms to 1 740 ms (a frame period and the
+/// slack inside each end) was held by a stall or carried away by crossed frames. A stall from
+/// 100 to 150 ms let the frames out long before the expiry: it does not explain it. Spans that
+/// meet count as one; a gap between them lets a frame out.
+#[test]
+fn no_early_timeout_excuses_only_faults_that_held_every_frame_owed_until_the_expiry() {
+    let expired = |stalls: &[(&str, u64, u64)]| {
+        let mut events = vec![action(0, 1), send(10, 1, 1, "callTool", Some(2_000))];
+        for &(kind, start, end) in stalls {
+            events.extend([fault(start, kind, "start"), fault(end, kind, "end")]);
+        }
+        events.extend([fail(2_010, "a1.1", "idle"), done(3_000, 1)]);
+        run(no_early_timeout, events)
+    };
+    assert_eq!(expired(&[("daemon_stall", 100, 2_500)]), vec![]);
+    assert_eq!(expired(&[("daemon_stall", 100, 1_000), ("daemon_stall", 1_000, 2_500)]), vec![]);
+    assert_eq!(expired(&[("crossed_frames", 100, 1_000), ("daemon_stall", 1_000, 2_500)]), vec![]);
+    let found = expired(&[("daemon_stall", 100, 150)]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let found = expired(&[("daemon_stall", 100, 1_000), ("daemon_stall", 1_300, 2_500)]);
+    assert_eq!(found.len(), 1, "a gap between the stalls let a frame out: {found:?}");
+}
+
 #[test]
 fn no_early_timeout_flags_an_idle_expiry_on_a_healthy_daemon_and_an_early_oauth_timeout() {
     let idle = vec![

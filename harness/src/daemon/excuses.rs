@@ -24,6 +24,10 @@ pub const THAWED: &str = "a stall froze its work past the bound that fired as th
 /// The daemon was stalled (or hung) when it was probed or when its own timer was due.
 pub const UNRESPONSIVE: &str = "a stall or hang made the daemon unresponsive";
 
+/// The longest a daemon leaves a client that asked for frames without one: `min(requested,
+/// 250)` ms (MODEL.md §2.4).
+const FRAME_GAP_MS: u64 = 250;
+
 /// An injected disruptive fault, as the trace shows it: its kind and the span it held (an
 /// instant fault's span is one moment).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +78,7 @@ impl Facts<'_> {
     /// The mechanism by which an injected fault's own effect ended `attempt` without its answer,
     /// if one did: the daemon that took it crashed while it was open; a reset fired while it was
     /// open and the CLI saw the reset; or its budget expired in a silence that a stall of the
-    /// daemon (or crossed frames) spanned. `None` for an attempt that was answered, or that failed
+    /// daemon (or crossed frames) spanned: with frames, from the first frame owed to the expiry. `None` for an attempt that was answered, or that failed
     /// for a reason of the system's own (a budget too short, a daemon stopped under it).
     pub fn cut(&self, attempt: &Attempt) -> Option<&'static str> {
         let end = attempt.end.as_ref().filter(|end| end.transport)?;
@@ -88,14 +92,42 @@ impl Facts<'_> {
         }
         if end.expired() {
             let heard = attempt.activity_ms.last().copied().unwrap_or(from);
-            if self.held_during("daemon_stall", heard, to) {
+            // An idle budget that frames re-arm expires only if every frame the daemon owed
+            // from `heard` on was kept from re-arming it: stalls (held) and crossed frames
+            // (carried away) together must hold from the first frame owed until the last one
+            // that could still have arrived, a frame period before the expiry (a stall that
+            // ended sooner lets the late frames out in time). A fixed budget, or a request
+            // without frames, waits for the answer alone, which a fault anywhere in the
+            // silence delays.
+            let framed = attempt.modern && attempt.asks_frames && end.code == "idle";
+            let (owed, last_owed) = (heard + FRAME_GAP_MS + self.slack_ms, to.saturating_sub(FRAME_GAP_MS + self.slack_ms));
+            if framed && owed <= last_owed {
+                if self.spanned(&["daemon_stall", "crossed_frames"], owed, last_owed) {
+                    return Some(if self.held_during("daemon_stall", owed, last_owed) { STALL } else { CROSSED });
+                }
+            } else if self.held_during("daemon_stall", heard, to) {
                 return Some(STALL);
-            }
-            if self.held_during("crossed_frames", heard, to) {
+            } else if self.held_during("crossed_frames", heard, to) {
                 return Some(CROSSED);
             }
         }
         None
+    }
+
+    /// Whether faults of the kinds `faults` held through all of `[from, to]` (spans that meet
+    /// or overlap, within a slack, count as one).
+    pub fn spanned(&self, faults: &[&str], from: u64, to: u64) -> bool {
+        let mut spans: Vec<(u64, u64)> = self.spans.iter().filter(|s| faults.contains(&s.fault.as_str())).map(|s| (s.start_ms, s.end_ms)).collect();
+        spans.sort_unstable();
+        let mut covered: Option<(u64, u64)> = None;
+        for (start, end) in spans {
+            covered = match covered {
+                Some((a, b)) if start <= b + self.slack_ms => Some((a, b.max(end))),
+                Some((a, b)) if a <= from && b >= to => return true,
+                _ => Some((start, end)),
+            };
+        }
+        covered.is_some_and(|(a, b)| a <= from && b >= to)
     }
 
     /// The mechanism that cut an attempt of `action` that ended before `before_ms`, if any did:
