@@ -297,8 +297,7 @@ fn shrink_and_measure(case: &Case, bridge: &Bridge, args: &LiveArgs, invariant: 
 
 /// The case `--replay` names: a token, or a case file.
 fn read_case(input: &str) -> Result<Case, String> {
-    let looks_like_path = input.ends_with(".json") || input.contains('/');
-    if looks_like_path || std::path::Path::new(input).is_file() {
+    if crate::names_a_file(input) || std::path::Path::new(input).is_file() {
         let text = std::fs::read_to_string(input).map_err(|e| format!("cannot read {input}: {e} (--replay takes a live token or a case file)"))?;
         return Case::from_json(&text).map_err(|e| format!("{input}: {e}"));
     }

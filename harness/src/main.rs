@@ -401,14 +401,18 @@ fn spec_summary(trace: &Trace, family: &str) -> String {
     )
 }
 
+/// Whether a replay's argument names a file rather than a token.
+fn names_a_file(input: &str) -> bool {
+    input.ends_with(".json") || input.contains('/')
+}
+
 fn replay_command(
     input: &str,
     no_shrink: bool,
     save: Option<std::path::PathBuf>,
     outputs: Outputs,
 ) -> Result<ExitCode, String> {
-    let looks_like_path = input.ends_with(".json") || input.contains('/');
-    if looks_like_path && !std::path::Path::new(input).exists() {
+    if names_a_file(input) && !std::path::Path::new(input).exists() {
         return Err(format!("no such file: {input} (replay takes a token or a scenario JSON file)"));
     }
     let (scenario, outcome) = if std::path::Path::new(input).is_file() {

@@ -78,8 +78,9 @@ impl Facts<'_> {
     /// The mechanism by which an injected fault's own effect ended `attempt` without its answer,
     /// if one did: the daemon that took it crashed while it was open; a reset fired while it was
     /// open and the CLI saw the reset; or its budget expired in a silence that a stall of the
-    /// daemon (or crossed frames) spanned: with frames, from the first frame owed to the expiry. `None` for an attempt that was answered, or that failed
-    /// for a reason of the system's own (a budget too short, a daemon stopped under it).
+    /// daemon (or crossed frames) spanned: with frames, from the first frame owed to the expiry.
+    /// `None` for an attempt that was answered, or that failed for a reason of the system's own
+    /// (a budget too short, a daemon stopped under it).
     pub fn cut(&self, attempt: &Attempt) -> Option<&'static str> {
         let end = attempt.end.as_ref().filter(|end| end.transport)?;
         let (from, to) = (attempt.at_ms, end.at_ms);

@@ -36,7 +36,7 @@ pub(super) const CONNECT_MS: u64 = 100;
 /// however many failed.
 pub(super) const MAX_BACKOFF_MS: u64 = 15_000;
 /// Faults under which a connect can fail without the relayer seeing it.
-pub(super) const UNSEEN_CONNECT_FAULTS: &[&str] = &["relayer_bounce", "link_hold"];
+const UNSEEN_CONNECT_FAULTS: &[&str] = &["relayer_bounce", "link_hold"];
 /// How long the bridge remembers a closed-out id (`closed_out_retention_ms`, MODEL.md §1.4's
 /// bounded retention window).
 pub const CLOSED_OUT_RETENTION_MS: u64 = 600_000;
@@ -44,8 +44,8 @@ pub const CLOSED_OUT_RETENTION_MS: u64 = 600_000;
 pub const IDLE_TASKS: &str = "stream+sweeper+watchdog";
 
 /// `min(15 000, 500·2^attempt)` (MODEL.md §1.3).
-fn backoff_ms(attempt: u64) -> u64 {
-    500u64.saturating_mul(1 << attempt.min(20)).min(15_000)
+pub(super) fn backoff_ms(attempt: u64) -> u64 {
+    500u64.saturating_mul(1 << attempt.min(20)).min(MAX_BACKOFF_MS)
 }
 
 impl Facts<'_> {
@@ -81,15 +81,19 @@ impl Facts<'_> {
         if name != "relayer_bounce" {
             return end;
         }
-        let back = self.trace.events.iter().find(|e| e.host == host::RELAYER && e.kind == kind::RELAYER_START && e.at_ms >= start);
-        back.map_or(self.horizon_ms, |e| e.at_ms)
+        self.relayer_back_ms(start).unwrap_or(self.horizon_ms)
+    }
+
+    /// When the relayer killed at `killed` started again, if it did.
+    fn relayer_back_ms(&self, killed: u64) -> Option<u64> {
+        self.trace.events.iter().find(|e| e.host == host::RELAYER && e.kind == kind::RELAYER_START && e.at_ms >= killed).map(|e| e.at_ms)
     }
 
     /// How long after a global fault ends it may still touch a request: a silent stream is
     /// noticed within the idle budget plus a watchdog period, then the reconnect backs off at
     /// most 15 s.
     pub(super) fn recovery_ms(&self) -> u64 {
-        self.sse_idle_ms + self.watchdog_ms() + 15_000 + 4 * self.slack_ms
+        self.sse_idle_ms + self.watchdog_ms() + MAX_BACKOFF_MS + 4 * self.slack_ms
     }
 
     /// Whether the bridge may have chosen to close a stream open from `opened` to `closed`, as
@@ -238,12 +242,8 @@ impl Facts<'_> {
         // bridge's new handshake), a network error the bridge fails a request on (MODEL.md §1.4;
         // sdk_rmcp soak v1.sdk_rmcp.none.ac17abfeef2535f6: killed at 26 100 ms, written at
         // 26 108 ms, "cannot connect to the server … when send initialize request" at 26 150 ms).
-        let down = |killed: u64| {
-            let back = self.trace.events.iter().find(|e| e.host == host::RELAYER && e.kind == kind::RELAYER_START && e.at_ms >= killed).map_or(u64::MAX, |e| e.at_ms);
-            (killed, back)
-        };
         let refused = story.posts.is_empty()
-            && self.stories.restarts.iter().map(|&(killed, _)| down(killed)).any(|(killed, back)| {
+            && self.stories.restarts.iter().map(|&(killed, _)| (killed, self.relayer_back_ms(killed).unwrap_or(u64::MAX))).any(|(killed, back)| {
                 let reconnected = back.saturating_add(CONNECT_MS + self.slack_ms);
                 killed <= request.at_ms && request.at_ms <= reconnected && request.answered.as_ref().is_some_and(|a| a.at_ms <= reconnected + self.slack_ms)
             });
@@ -1268,19 +1268,23 @@ pub fn reconnect_discipline(facts: &Facts<'_>) -> Vec<Violation> {
         // Connects may have failed unseen since a stream last lived 2 s: the count of failures,
         // and so the backoff, is unknown, but it is capped, and a connect pending in a fault
         // lands when it heals.
-        let due = if counted { due } else { facts.reconnect_due_past(UNSEEN_CONNECT_FAULTS, stream.opened_ms, seen + CONNECT_MS + MAX_BACKOFF_MS + 2 * facts.slack_ms) };
-        if !counted && opened <= due {
-            verdicts::excused(if unseen {
-                "relayer_bounce or link_hold may have failed a connect unseen; it came within the capped backoff of the heal"
-            } else {
-                "no stream has lived 2 s since a connect could fail unseen; it came within the capped backoff"
-            });
-            continue;
-        }
-        if due >= eof {
-            continue;
-        }
-        let longest = if counted { longest } else { MAX_BACKOFF_MS };
+        let longest = if counted {
+            longest
+        } else {
+            let capped = facts.reconnect_due_past(UNSEEN_CONNECT_FAULTS, stream.opened_ms, seen + CONNECT_MS + MAX_BACKOFF_MS + 2 * facts.slack_ms);
+            if opened <= capped {
+                verdicts::excused(if unseen {
+                    "relayer_bounce or link_hold may have failed a connect unseen; it came within the capped backoff of the heal"
+                } else {
+                    "no stream has lived 2 s since a connect could fail unseen; it came within the capped backoff"
+                });
+                continue;
+            }
+            if capped >= eof {
+                continue;
+            }
+            MAX_BACKOFF_MS
+        };
         let detail = match next {
             Some(next) => format!(
                 "stream {} opened {} ms after stream {} ended; after {maybe_short} streams that may have failed the backoff is at most {longest} ms",

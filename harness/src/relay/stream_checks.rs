@@ -9,15 +9,10 @@ use bridge_under_test::events::{host, kind};
 use serde_json::Value;
 
 use super::checks::{Facts, CLOSE_OUT};
-use super::outcome_checks::{CONNECT_MS, MAX_BACKOFF_MS, STABLE_STREAM_MS};
+use super::outcome_checks::{backoff_ms, CONNECT_MS, MAX_BACKOFF_MS, STABLE_STREAM_MS};
 use crate::check::{capped, message};
 use crate::trace::Violation;
 use crate::verdicts;
-
-/// `min(15 000, 500 * 2^attempt)`, MODEL.md §1.3, computed here independently of the bridge.
-fn backoff_ms(attempt: u64) -> u64 {
-    500u64.saturating_mul(1 << attempt.min(20)).min(15_000)
-}
 
 /// At most one stream attempt at a time: a new connect only after the previous generation has
 /// closed (single-flight reconnect).
@@ -290,32 +285,33 @@ pub fn silent_streams_abandoned(facts: &Facts<'_>) -> Vec<Violation> {
     let slack = facts.slack_ms;
     let eof = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at);
     let mut found = Vec::new();
+    let streams = &facts.stories.streams;
     for stall in facts.stories.holds.iter().filter(|h| h.older_streams_only) {
-        let streams = &facts.stories.streams;
         let stalled = streams.iter().filter(|s| s.opened_ms + STABLE_STREAM_MS + slack <= stall.start_ms && s.closed_ms.is_none_or(|c| c > stall.start_ms));
+        // The bridge's silence begins with the last bytes it read: those written before the
+        // stall, which a held link (or a chain of them) may have delivered only as it ended.
+        // The stall keeps nothing already written, so it does not hold them further.
+        let mut silent_from = stall.start_ms;
+        while let Some(end) = facts.stories.holds.iter().filter(|h| !h.older_streams_only && h.start_ms <= silent_from && h.end_ms > silent_from).map(|h| h.end_ms).max() {
+            silent_from = end;
+        }
+        let due = silent_from + facts.sse_idle_ms + facts.watchdog_ms() + 2 * slack + CONNECT_MS;
+        if stall.end_ms <= due + slack || eof <= due + slack {
+            continue;
+        }
+        // The watchdog fires by `due` whatever else happens; a fault that blocks connects then
+        // delays the new stream to its heal plus the capped backoff (each blocked attempt counts
+        // as failed). (The hold that delivered the last bytes, if one did, ended as the silence
+        // began.)
+        let from = if silent_from > stall.start_ms { silent_from + CONNECT_MS } else { stall.start_ms };
+        let blocked_due = facts.reconnect_due_past(CONNECT_BLOCKING_FAULTS, from, due);
+        let reopened = streams.iter().any(|s| s.opened_ms > stall.start_ms && s.opened_ms <= blocked_due);
         for stream in stalled {
-            // The bridge's silence begins with the last bytes it read: those written before the
-            // stall, which a held link (or a chain of them) may have delivered only as it ended.
-            // The stall keeps nothing already written, so it does not hold them further.
-            let mut silent_from = stall.start_ms;
-            while let Some(end) = facts.stories.holds.iter().filter(|h| !h.older_streams_only && h.start_ms <= silent_from && h.end_ms > silent_from).map(|h| h.end_ms).max() {
-                silent_from = end;
-            }
-            let due = silent_from + facts.sse_idle_ms + facts.watchdog_ms() + 2 * slack + CONNECT_MS;
-            if stall.end_ms <= due + slack || eof <= due + slack {
-                continue;
-            }
-            // The watchdog fires by `due` whatever else happens; a fault that blocks connects
-            // then delays the new stream to its heal plus the capped backoff (each blocked attempt
-            // counts as failed).
-            // (The hold that delivered the last bytes, if one did, ended as the silence began.)
-            let from = if silent_from > stall.start_ms { silent_from + CONNECT_MS } else { stall.start_ms };
-            let blocked_due = facts.reconnect_due_past(CONNECT_BLOCKING_FAULTS, from, due);
             if eof <= blocked_due + slack {
                 verdicts::excused("relayer_bounce, stream_flap or link_hold blocked the new stream's connect until the client left");
                 continue;
             }
-            if streams.iter().any(|s| s.opened_ms > stall.start_ms && s.opened_ms <= blocked_due) {
+            if reopened {
                 verdicts::held();
                 continue;
             }
