@@ -3346,6 +3346,26 @@ fn healthy_streams_kept_reads_a_close_a_held_link_delayed_from_the_holds_start()
     assert_one(&found, "healthy_streams_kept", 6, "closed stream s1 at 5000 ms");
 }
 
+// The client writes `initialize` at 4 600 ms, inside a link hold from 4 500 ms; the bridge
+// replaces its session at once, but the relayer sees the close only as the hold ends (5 000 ms).
+// The initialize explains it (fresh-seed soak v1.relay.none.c50dafcfffbd7978: written 432 ms
+// before the close the relayer saw).
+#[test]
+fn healthy_streams_kept_reads_a_replacement_a_held_link_delayed_from_the_holds_start() {
+    let hold = |phase: &str, at_ms: u64| {
+        let fields = [("fault", json!("link_hold")), ("phase", json!(phase)), ("detail", json!("h"))];
+        TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &fields)
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {}});
+    let closed_after_hold = |sent_ms: u64| {
+        let mut events = stream_closed("client", vec![hold("start", 4_500), send(sent_ms, &initialize), hold("end", 5_000)]);
+        events[0].fields.push(("sse_idle_ms".to_string(), json!(30_000)));
+        run(stream_checks::healthy_streams_kept, events)
+    };
+    assert_clean(&closed_after_hold(4_600));
+    assert_one(&closed_after_hold(1_000), "healthy_streams_kept", 6, "closed stream s1 at 5000 ms");
+}
+
 // A stall from 3 000 to 9 000 ms cuts stream s1 (healthy since 0): with a 1 500 ms idle budget,
 // a 500 ms watchdog, a 100 ms connect and slack 10, a new stream is due by 5 120 ms.
 #[test]

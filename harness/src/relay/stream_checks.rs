@@ -224,9 +224,10 @@ pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
         let reads = facts.trace.events.iter().filter(|e| e.host == host::CLIENT && e.kind == kind::MCP_RECV);
         reads.filter(|e| from <= e.at_ms && e.at_ms <= to && e.text("msg").contains(text)).count()
     };
-    let initialized_at = |at: u64| {
+    // The client wrote an `initialize` while the bridge could have been deciding the close.
+    let initialized_between = |from: u64, at: u64| {
         facts.trace.events.iter().any(|e| {
-            e.host == host::CLIENT && e.kind == kind::MCP_SEND && e.at_ms + 2 * slack >= at && e.at_ms <= at + slack
+            e.host == host::CLIENT && e.kind == kind::MCP_SEND && e.at_ms + 2 * slack >= from && e.at_ms <= at + slack
                 && message(e).get("method").and_then(Value::as_str) == Some("initialize")
         })
     };
@@ -251,7 +252,7 @@ pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
             && client_reads(CLOSE_OUT, decided_from.saturating_sub(2 * slack), closed + 2 * slack) >= 1;
         // The bridge's own reasons to close are verdicts held; a hold that kept the stream's
         // bytes back is the fault's doing, weighed only when no reason of the bridge's explains it.
-        if orphaned || initialized_at(closed) || closed + slack >= eof {
+        if orphaned || initialized_between(decided_from, closed) || closed + slack >= eof {
             verdicts::held();
             continue;
         }
