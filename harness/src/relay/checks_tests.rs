@@ -3091,6 +3091,30 @@ fn post_retries_paces_every_retry_and_sends_each_one() {
     assert_clean(&run(retry_checks::post_retries, asked));
 }
 
+// A held link explains a retry the relayer did not see only through what it does to the
+// attempt: it delivers it when it ends (late, not lost). The excuse used to be any bounce or
+// hold window between the first refusal (less a second) and the due time, so a bridge that
+// never retried after a short hold passed.
+#[test]
+fn post_retries_holds_a_retry_a_held_link_met_to_the_holds_end() {
+    let init = "\"relay-init-1\"";
+    let events = |faults: &[TraceEvent], retried: Option<u64>| {
+        let mut events = vec![std_spec(), stream_open(0, "s1"), http_post(100, init, init, "initialize", "", 429)];
+        events.extend(faults.iter().cloned());
+        events.extend(retried.map(|at| http_post(at, init, init, "initialize", "", 202)));
+        events.push(client_eof(20_000));
+        events.sort_by_key(|e| e.at_ms);
+        events
+    };
+    // A hold from 200 to 3 000 ms held the retry due at 350 ms: it arrives by 3 000 + a connect.
+    let hold = fault_window("link_hold", 200, 3_000);
+    assert_clean(&run(retry_checks::post_retries, events(&hold, Some(3_050))));
+    assert_one(&run(retry_checks::post_retries, events(&hold, None)), "post_retries", 2, "never POSTed again (due by 3110 ms)");
+    // A restart ends the session at the kill (the relayer forgets it): no retry is owed there.
+    let restart = [fault_window("relayer_bounce", 300, 300)[0].clone(), relayer_start(400, 2)];
+    assert_clean(&run(retry_checks::post_retries, events(&restart, None)));
+}
+
 // A post_reset fires in the handler of the POST it cuts, after whatever serving that POST
 // logged (an `initialize` logs `rpc.initialize` first): the reset still counts against it, so
 // the bridge read a network error there, and the two 429s after it are refusals 2 and 3 (the

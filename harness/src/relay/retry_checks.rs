@@ -9,19 +9,30 @@ use std::collections::BTreeMap;
 use bridge_under_test::events::{host, kind};
 
 use super::checks::{error_text, Facts, CLOSE_OUT};
-use super::outcome_checks::{POST_RETRIES, RETRY_BASE_MS};
+use super::outcome_checks::{CONNECT_MS, POST_RETRIES, RETRY_BASE_MS};
 use super::story::{same_reply, Sent};
 use crate::check::capped;
 use crate::trace::Violation;
 use crate::verdicts;
 
-/// Faults under which a POST can fail without reaching the relayer (a network error counts as
-/// an attempt the relayer never saw).
-const UNSEEN_ATTEMPT_FAULTS: &[&str] = &["relayer_bounce", "link_hold"];
-
 /// The wait before the retry that follows the `refusals`-th transient refusal in a row.
 fn wait_ms(refusals: usize) -> u64 {
     RETRY_BASE_MS << (refusals - 1).min(20)
+}
+
+/// By when the retry owed after `streak` reaches the relayer: a backoff step after the refusal,
+/// within the slack, unless a held link met it. A hold delivers what it held when it ends, so a
+/// retry it met arrives a connect after the hold's end: late, not lost. (A restart is no
+/// excuse here: the relayer forgets its sessions, so the session ends at the kill, and
+/// `post_retries` names that.)
+fn retry_due(facts: &Facts<'_>, streak: &Streak) -> u64 {
+    let from = streak.at_ms + wait_ms(streak.refusals);
+    let mut due = from + facts.slack_ms;
+    // A hold that began before the retry arrived delivers it at the hold's end.
+    while let Some(held) = facts.stories.global_faults.iter().filter(|(name, start, end)| name == "link_hold" && *start <= due && *end >= from && end + CONNECT_MS + facts.slack_ms > due).map(|(_, _, end)| end + CONNECT_MS + facts.slack_ms).max() {
+        due = held;
+    }
+    due
 }
 
 /// One message as the relayer logs its POST: `(id, method, note)`. The note is the step a
@@ -42,7 +53,6 @@ fn label((id, method, note): &Message<'_>) -> String {
 /// A run of transient refusals of one message on one session.
 struct Streak {
     refusals: usize,
-    first_ms: u64,
     /// The last refusal: its POST's event index, time and status.
     index: usize,
     at_ms: u64,
@@ -116,11 +126,11 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
         if !matches!(status, 0 | 429 | 500..=599) {
             continue;
         }
-        let (refusals, first_ms) = previous.filter(|_| !spent).map_or((1, *at_ms), |s| (s.refusals + 1, s.first_ms));
+        let refusals = previous.filter(|_| !spent).map_or(1, |s| s.refusals + 1);
         // Past the retries the send is over; a later POST of the message is a new send, no
         // sooner than the backoff's next step.
         if refusals <= POST_RETRIES + 1 {
-            streaks.insert(key, Streak { refusals, first_ms, index: *index, at_ms: *at_ms, status: *status });
+            streaks.insert(key, Streak { refusals, index: *index, at_ms: *at_ms, status: *status });
         }
     }
     let owner: BTreeMap<usize, usize> = stories
@@ -133,7 +143,7 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
     // A send whose retries are spent is owed no further POST here (the bridge answers or keeps
     // the message, which other oracles judge).
     for ((session, message), streak) in streaks.into_iter().filter(|(_, streak)| streak.refusals <= POST_RETRIES) {
-        let due = streak.at_ms + wait_ms(streak.refusals) + facts.slack_ms;
+        let due = retry_due(facts, &streak);
         let session_ended = stories.streams.iter().any(|stream| {
             (stream.session == session && stream.closed_ms.is_some_and(|closed| closed <= due))
                 || (stream.session != session && stream.opened_ms > streak.at_ms && stream.opened_ms <= due)
@@ -145,9 +155,6 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
             .get(&streak.index)
             .and_then(|&n| facts.requests[n].answered.as_ref())
             .is_some_and(|answer| answer.at_ms <= due && !error_text(&answer.msg).is_some_and(|t| t.contains(&named)));
-        let unseen_attempt = stories.global_faults.iter().any(|(name, start, end)| {
-            UNSEEN_ATTEMPT_FAULTS.contains(&name.as_str()) && *start <= due && end + 1_000 >= streak.first_ms
-        });
         if due > facts.horizon_ms {
             continue;
         }
@@ -155,11 +162,9 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
             verdicts::held();
             continue;
         }
-        if session_ended || unseen_attempt || eof <= due {
+        if session_ended || eof <= due {
             verdicts::excused(if session_ended {
                 "the refused POST's session ended before its retry was due"
-            } else if unseen_attempt {
-                "relayer_bounce or link_hold kept the retry from the relayer"
             } else {
                 "the client closed stdin before the retry was due"
             });
