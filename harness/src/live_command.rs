@@ -93,6 +93,12 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
     if speed != Speed::REAL {
         live::speed::faketime()?;
     }
+    // The release the command runs, read from its install: the profile may describe another.
+    let installed = live::package::installed(&args.bridge);
+    if let Some(note) = installed.as_deref().and_then(|release| live::package::mismatch(&profile.name, release)) {
+        println!("{note}");
+    }
+    let name = installed.unwrap_or_else(|| profile.name.clone());
     let bridge = Bridge { command: args.bridge.clone(), profile, transport, speed };
     let schema = McpSchema::new();
     if let Some(input) = &args.replay {
@@ -103,10 +109,11 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
         None => fresh_seed(),
     };
     println!(
-        "live: bridge `{}` (profile {}), transport {transport}, speed {speed}, base seed {base:#018x}, {} cases, {} at once",
+        "live: bridge `{}` ({name}, profile {}), transport {transport}, speed {speed}, base seed {base:#018x}, {} cases, {} at once",
         bridge.command, bridge.profile.name, args.cases, args.concurrency
     );
-    let mut bar = crate::progress::Bar::new(&bridge.profile.name, args.cases, false);
+    check_startup(base, &bridge, &schema)?;
+    let mut bar = crate::progress::Bar::new(&name, args.cases, false);
     #[allow(clippy::disallowed_methods)] // the run's own wall time; nothing recorded
     let started = std::time::Instant::now();
     let mut tally = Tally::default();
@@ -136,7 +143,7 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
     for (index, done) in failed.into_iter().enumerate() {
         report(&done.case, done.judged, &bridge, &args, &schema, index == 0)?;
     }
-    print_table(&bridge, &tally, wall_s);
+    print_table(&name, &bridge, &tally, wall_s);
     let per_slot = if tally.case_ms == 0 { 0.0 } else { tally.cases as f64 * 1000.0 / tally.case_ms as f64 };
     println!(
         "live: {} cases, {} with violations, {:.1} s of cases, {per_slot:.2} cases/s per slot",
@@ -158,12 +165,30 @@ struct Tally {
     bridge_ms: u64,
 }
 
+/// Run the start-up check ([`live::startup_case`]) before a hunt: a bridge that exits before
+/// answering the handshake, with no fault injected, is an error to fix before hunting (every
+/// case would only report it again), shown with its exit and stderr.
+fn check_startup(base: u64, bridge: &Bridge, schema: &McpSchema) -> Result<(), String> {
+    let judged = live::run(&live::startup_case(base), bridge, schema).map_err(|e| e.0)?;
+    if !live::failed_to_start(&judged) {
+        println!("start-up check: the handshake alone, no faults: {:.1} s, the bridge stayed up", judged.wall_ms as f64 / 1000.0);
+        return Ok(());
+    }
+    print_stderr(&judged);
+    let exit = judged.trace.events.iter().find(|e| e.kind == bridge_under_test::events::kind::PROCESS_EXIT);
+    let status = exit.map_or_else(String::new, |e| format!(" (exit code {}, at {} ms)", e.text("code"), e.at_ms));
+    Err(format!(
+        "the bridge exited before answering `initialize`{status} in a run with no faults and stdin open: it does not run here. Its stderr ends with the lines above; check the command `{}` and its install",
+        bridge.command
+    ))
+}
+
 /// The summary table, as `hunt` prints one per family.
-fn print_table(bridge: &Bridge, tally: &Tally, wall_s: f64) {
+fn print_table(name: &str, bridge: &Bridge, tally: &Tally, wall_s: f64) {
     println!("{:<16} {:<16} {:>6} {:>8} {:>10} {:>9} {:>10} {:>12}", "bridge", "transport", "speed", "cases", "violations", "wall s", "cases/s", "bridge:wall");
     println!(
         "{:<16} {:<16} {:>6} {:>8} {:>10} {:>9.1} {:>10.2} {:>11.1}x",
-        bridge.profile.name,
+        name,
         bridge.transport.name(),
         bridge.speed.to_string(),
         tally.cases,

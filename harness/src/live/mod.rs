@@ -8,12 +8,14 @@
 //! - `process.rs`: the bridge process and its process group;
 //! - `proxy.rs`: the TCP proxy that holds the link (fault `link_hold`);
 //! - `speed.rs`: time compression (the bridge under libfaketime, the harness's side scaled);
-//! - `shrink.rs`: shrinking a failure by re-running smaller candidates.
+//! - `shrink.rs`: shrinking a failure by re-running smaller candidates;
+//! - `package.rs`: which release a bridge command runs, read from its install.
 //!
 //! The relay family says what judges a live trace (`relay/oracles.rs`) and what a bridge does by
 //! design (`relay/profile.rs`).
 
 pub mod case;
+pub mod package;
 pub mod process;
 pub mod proxy;
 pub mod server;
@@ -109,6 +111,28 @@ pub fn generate(seed: u64) -> Box<dyn ValueTree<Value = RelayScenario>> {
 pub fn case(base: u64, index: u64) -> Case {
     let seed = case_seed(base, index);
     Case { seed, scenario: generate(seed).current() }
+}
+
+/// How long the start-up check's client stays after its handshake's last step: a bridge that
+/// starts slower (an `npx` download) is not judged by it, only one that exits first.
+const STARTUP_STAY_MS: u64 = 5_000;
+
+/// The start-up check a hunt runs before its cases: case 0's handshake alone, with no faults,
+/// the client closing stdin a few seconds after it. A bridge that exits before answering it
+/// does not run here (a bad command line, a broken install), and no case would judge it.
+pub fn startup_case(base: u64) -> Case {
+    let mut case = case(base, 0);
+    case.scenario.faults.clear();
+    case.scenario.script.steps.truncate(2);
+    case.scenario.script.end_at_ms = case.scenario.script.steps.iter().map(|s| s.at_ms).max().unwrap_or(0) + STARTUP_STAY_MS;
+    case
+}
+
+/// Whether a run of [`startup_case`] shows a bridge that did not start: it exited by itself,
+/// its stdin still open, and the client's `initialize` was never answered.
+pub fn failed_to_start(judged: &Judged) -> bool {
+    let broke = |name: &str| judged.violations.iter().any(|v| v.invariant == name);
+    broke("initialize_answered") && broke("lives_until_stdin_closes")
 }
 
 /// A judged live run.

@@ -92,3 +92,23 @@ fn a_client_that_closes_stdin_late_gives_the_bridge_its_whole_exit_bound() {
     let violations = crate::relay::oracles::judge(&trace, &crate::schema::McpSchema::new());
     assert!(!violations.iter().any(|v| v.invariant.contains("stdin_closes")), "{violations:?}");
 }
+
+// The start-up check a hunt runs first (mcp-proxy 0.11.0 with today's `mcp` package: an import
+// error at start-up, and 23 of 24 cases reported it as findings): a bridge that exits before
+// answering the handshake fails it; one that answers and lives, or one merely slow to start, does
+// not.
+#[test]
+fn the_start_up_check_fails_only_a_bridge_that_exits_before_answering_the_handshake() {
+    let schema = crate::schema::McpSchema::new();
+    let check = |command: &str| {
+        let mut bridge = bridge(command);
+        bridge.profile.exit_within_ms = 1_000;
+        let case = super::startup_case(7);
+        assert!(case.scenario.faults.is_empty() && case.scenario.script.steps.len() == 2);
+        super::failed_to_start(&super::run(&case, &bridge, &schema).unwrap_or_else(|e| panic!("{}", e.0)))
+    };
+    assert!(check("echo 'ImportError: cannot import name' >&2; exit 1"));
+    let answers = r#"read -r line; printf '%s\n' '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}'; cat >/dev/null"#;
+    assert!(!check(answers));
+    assert!(!check("cat >/dev/null"), "a bridge that never answers but stays up is for the cases to judge");
+}
