@@ -625,8 +625,6 @@ pub fn no_needless_launch(facts: &Facts<'_>) -> Vec<Violation> {
                 } else if let Some(mechanism) = facts.cut_before(action, event.at_ms) {
                     // The restart-and-retry after a transport failure a fault caused.
                     verdicts::excused(mechanism);
-                } else if facts.held_during("daemon_stall", start, event.at_ms) || facts.held_during("process_hang", start, event.at_ms) {
-                    verdicts::excused(super::excuses::UNRESPONSIVE);
                 } else {
                     let detail = format!(
                         "pid {} launched to replace a healthy daemon during action {action}",

@@ -21,7 +21,9 @@ pub const STALL: &str = "a stall silenced its daemon";
 pub const CROSSED: &str = "crossed frames carried its heartbeats away";
 /// A stall froze the request's work past one of its bounds, which fired as the stall ended.
 pub const THAWED: &str = "a stall froze its work past the bound that fired as the stall ended";
-/// The daemon was stalled (or hung) when it was probed or when its own timer was due.
+/// A hang held at the end of the run: a daemon whose run ended (stopped, or superseded) waits
+/// out a `process_hang` before it exits, so it is still in the process table (the knob holds
+/// every daemon process of the machine, `daemon/process.rs`).
 pub const UNRESPONSIVE: &str = "a stall or hang made the daemon unresponsive";
 
 /// The longest a daemon leaves a client that asked for frames without one: `min(requested,

@@ -1677,6 +1677,31 @@ fn user_outcomes_excuses_a_refusal_only_while_no_accepted_post_followed_it() {
     assert_one(&outcome(202), "user_outcomes", 6, "untouched by any fault");
 }
 
+// mcp-remote 0.15.1, live.v1.relay.none.16f085fc2a4c8752: a tools/list whose id is beyond 2^53
+// never reached the server (the SDK's schema refused it and dropped the line), while a call
+// written after it was forwarded; the bridge has no deadline of its own, so the client's leaving
+// 11 s later used to excuse it. Leaving excuses only what the bridge had no time to forward.
+#[test]
+fn user_outcomes_flags_a_request_passed_over_while_a_later_one_was_forwarded() {
+    let outcome = |eof: u64, cancelled: bool| {
+        let mut events = vec![spec(60_000, 5_000, 10, 60_000), r_open(0, "s1"), r_post(5, "s1", "relay-init-1", "initialize", "", 202)];
+        events.push(send(100, &list(json!(9_007_199_254_741_001u64)))); // 3
+        events.push(send(200, &call(json!(2), "a2")));
+        events.push(r_post(210, "s1", "2", "tools/call", "a2", 202));
+        events.push(reply_sent(300, "2", "a2", &tool_result(json!(2), "remember a2: done", false)));
+        events.push(recv(305, &tool_result(json!(2), "remember a2: done", false)));
+        if cancelled {
+            events.push(cancel(400, json!(9_007_199_254_741_001u64)));
+        }
+        events.push(client_eof(eof));
+        run(outcome_checks::user_outcomes, events)
+    };
+    assert_one(&outcome(5_000, false), "user_outcomes", 3, "never sent on and never answered, while tools/call id 2, written after it at 200 ms, was accepted at 210 ms");
+    // The client cancelled it, or left before the bridge had a round trip after the later POST.
+    assert_clean(&outcome(5_000, true));
+    assert_clean(&outcome(300, false));
+}
+
 // Hunt seed 2026 (v1.relay.none.c68d12b160e0a5f4): the relayer refused the session's last
 // `initialize` try a tick before the client's clock read the request's send; the bridge, which
 // admitted it first, rightly answered it with that refusal. Clocks a slack apart still meet.

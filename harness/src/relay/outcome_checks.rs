@@ -423,6 +423,10 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
             found.push(facts.violation("user_outcomes", index, detail));
             continue;
         }
+        if let Some(detail) = passed_over(facts, n) {
+            found.push(facts.violation("user_outcomes", request.index, detail));
+            continue;
+        }
         // The answer is true if it answers a request of this id the client had sent by then:
         // this one, or one that reused the id while it was in flight (JSON-RPC forbids it; a
         // bridge that forwards both answers each, in whichever order they finish, and the first
@@ -475,6 +479,38 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
         found.push(facts.violation("user_outcomes", index, detail));
     }
     capped(found)
+}
+
+/// Whether request `n` was dropped: never answered, no POST of it (by its id) reached the
+/// relayer, the client did not cancel it, and yet the relayer accepted a POST of a request the
+/// client wrote after it, a round trip before the client left. The bridge could forward, and
+/// forwarded what came later: leaving this one out was its decision, which no fault explains
+/// (an attempt that failed unseen, in a restart, leaves the bridge to answer or send again),
+/// and the client's leaving does not either. A bridge without a deadline of its own owes no
+/// answer by any time, so without this the client's leaving excused every request it never
+/// sent on (supergateway's and mcp-remote's big ids: an id beyond 2^53 dropped by the SDK's
+/// schema, or sent on rounded, as another request's).
+fn passed_over(facts: &Facts<'_>, n: usize) -> Option<String> {
+    let (request, story) = (&facts.requests[n], &facts.stories.of[n]);
+    if request.answered.is_some() || !story.posts.is_empty() || facts.cancelled_by_client(request) {
+        return None;
+    }
+    let left = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at).min(facts.horizon_ms);
+    let forwarded_by = left.checked_sub(CONNECT_MS + 2 * facts.slack_ms)?;
+    let (later, post) = facts.requests.iter().zip(&facts.stories.of).filter(|(later, _)| later.index > request.index && later.judged()).find_map(|(later, later_story)| {
+        let accepted = later_story.posts.iter().find(|p| (200..=299).contains(&p.status) && !p.reset && p.at_ms <= forwarded_by);
+        accepted.map(|post| (later, post))
+    })?;
+    Some(format!(
+        "{} id {}: written at {} ms, never sent on and never answered, while {} id {}, written after it at {} ms, was accepted at {} ms; stdin stayed open until {left} ms",
+        request.method,
+        request.id.as_deref().unwrap_or(""),
+        request.at_ms,
+        later.method,
+        later.id.as_deref().unwrap_or(""),
+        later.at_ms,
+        post.at_ms
+    ))
 }
 
 /// Faults that defeat a bridge's reconnect and resend while they last.
