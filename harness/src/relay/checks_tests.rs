@@ -1702,6 +1702,37 @@ fn user_outcomes_flags_a_request_passed_over_while_a_later_one_was_forwarded() {
     assert_clean(&outcome(300, false));
 }
 
+// supergateway 4.0.0, live.v1.relay.none.4621f7cc49223639 (3 of 3): the client wrote a call and
+// then a tools/list under the same id 1 while the call was in flight (JSON-RPC forbids it; a
+// bridge may refuse the reuse or forward it). supergateway forwarded both, and the list's
+// answer came first; the stories leave the reuse out, so the call was said to be answered with
+// something the relayer never sent. An answer the relayer sent under this id after the request
+// was written, while a reuse was in flight, is a true one; a stale copy from before is not.
+#[test]
+fn user_outcomes_takes_the_answer_to_a_reuse_in_flight_forwarded_by_the_bridge() {
+    // The bridge's own upstream ids (the list went as 2), the client's in `client_id`.
+    let upstream = |mut event: TraceEvent| {
+        event.fields.iter_mut().filter(|(name, _)| name == "id").for_each(|(_, id)| *id = json!("2"));
+        event
+    };
+    let outcome = |listed_at: u64, reused: bool| {
+        let mut events = vec![std_spec(), r_open(0, "s1"), r_post(5, "s1", "relay-init-1", "initialize", "", 202)];
+        events.push(upstream(r_sent(listed_at, "1", "", "s1", &list_result(json!(1)))));
+        events.push(send(100, &call(json!(1), "a1"))); // the call
+        if reused {
+            events.push(send(101, &list(json!(1))));
+        }
+        events.push(upstream(r_post(110, "s1", "1", "tools/list", "", 202)));
+        events.push(r_post(111, "s1", "1", "tools/call", "a1", 202));
+        events.push(recv(150, &list_result(json!(1))));
+        events.sort_by_key(|e| e.at_ms);
+        run(outcome_checks::user_outcomes, events)
+    };
+    assert_clean(&outcome(120, true));
+    // Sent before the call was written: a stale copy, not the reuse's answer.
+    assert_one(&outcome(50, true), "user_outcomes", 8, "answered with");
+}
+
 // Hunt seed 2026 (v1.relay.none.c68d12b160e0a5f4): the relayer refused the session's last
 // `initialize` try a tick before the client's clock read the request's send; the bridge, which
 // admitted it first, rightly answered it with that refusal. Clocks a slack apart still meet.

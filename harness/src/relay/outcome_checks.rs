@@ -447,6 +447,7 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
                     && asked.index < answer.index
                     && (Facts::relayer_sent(asked_story, &answer.msg).is_some() || refused_with() || (asked.method == "ping" && empty_result(&answer.msg)))
             }) || (request.method == "tools/list" && last_list_before(facts, answer.index).is_some_and(|list| same_reply(&list.msg, &answer.msg)))
+                || reused_in_flight_answered(facts, request, answer)
         });
         if true_answer {
             verdicts::held();
@@ -479,6 +480,22 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
         found.push(facts.violation("user_outcomes", index, detail));
     }
     capped(found)
+}
+
+/// Whether `answer` is the relayer's reply to a request that reused `request`'s id while it was
+/// in flight, as a bridge that forwards such a reuse gets it: the relayer logged the reply under
+/// this client id after `request` was written (a stale copy of an earlier request's reply, sent
+/// before it, is no such answer). The stories leave a reuse in flight out (a bridge is to refuse
+/// it at once), so without this the answer the client's own reuse got first was read as made up
+/// (supergateway, live.v1.relay.none.4621f7cc49223639: three requests of id 1 written at once,
+/// all forwarded, the `tools/list` answered first).
+fn reused_in_flight_answered(facts: &Facts<'_>, request: &Request, answer: &Answer) -> bool {
+    let Some(id) = request.id.as_deref() else { return false };
+    let reused = facts.requests.iter().any(|other| other.dup && other.id.as_deref() == Some(id) && other.index > request.index && other.index < answer.index);
+    reused
+        && facts.trace.events[..answer.index].iter().any(|e| {
+            e.host == host::RELAYER && e.kind == kind::REPLY_SENT && e.text("client_id") == id && e.at_ms + facts.slack_ms >= request.at_ms && serde_json::from_str::<Value>(&e.text("msg")).is_ok_and(|sent| same_reply(&sent, &answer.msg))
+        })
 }
 
 /// Whether request `n` was dropped: never answered, no POST of it (by its id) reached the
