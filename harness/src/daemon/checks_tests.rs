@@ -1384,26 +1384,39 @@ fn after_heal_succeeds_flags_a_busy_refusal_after_heal() {
     ];
     let found = run(after_heal_succeeds, events);
     assert_eq!(found.len(), 1, "{found:?}");
-    // The same refusal is not judged when a wedged server keeps work legitimately in flight.
-    let mut wedged = vec![fault(0, "wedged_method", "start")];
-    wedged.extend([action(4_000, 2), done_as(64_100, 2, "daemon_busy")]);
-    assert_eq!(run(after_heal_succeeds, wedged), vec![]);
+    // A wedged method in the run excuses it no more: the refusal is held only when the drain's
+    // last probe met work in flight (`drain_met_work`), and a lasting fault excuses only what
+    // the server's log shows it did to this action (until this round, `LASTING` excused it).
+    let unseen = vec![fault(0, "wedged_method", "start"), action(4_000, 2), done_as(64_100, 2, "daemon_busy")];
+    assert_eq!(run(after_heal_succeeds, unseen).len(), 1);
 }
 
 /// A lasting fault of the peers (a wedged upstream method) explains an action that times out
-/// after heal, never one whose connection to its daemon failed.
+/// after heal through what the MCP server's log shows of the action's upstream work (a message
+/// never answered, a listing whose pages never ended), never one whose connection to its daemon
+/// failed, and never one the log shows nothing wrong with: until this round any lasting fault
+/// in the run excused every such failure (`LASTING`).
 #[test]
 fn after_heal_succeeds_lets_a_lasting_fault_excuse_only_what_it_can_cause() {
-    let after_wedge = |outcome: &str| {
-        vec![
-            fault(0, "wedged_method", "start"),
-            fault(100, "heal", "start"),
-            action(4_000, 2),
-            done_as(6_000, 2, outcome),
-        ]
+    let server = |at_ms: u64, kind: &str, msg: Value| TraceEvent::new(at_ms, host::MCP, kind, &[("msg", json!(msg.to_string())), ("request", json!("a2.1"))]);
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {}});
+    let page = |cursor: &str| json!({"jsonrpc": "2.0", "id": 7, "result": {"tools": [], "nextCursor": cursor}});
+    let after_wedge = |outcome: &str, upstream: &[TraceEvent]| {
+        let mut events = vec![fault(0, "wedged_method", "start"), fault(100, "heal", "start"), action(4_000, 2)];
+        events.extend(upstream.iter().cloned());
+        events.push(done_as(6_000, 2, outcome));
+        events
     };
-    assert_eq!(run(after_heal_succeeds, after_wedge("timeout")), vec![]);
-    let found = run(after_heal_succeeds, after_wedge("transport"));
+    let wedged = [server(4_100, kind::SERVER_RECV, call.clone())];
+    assert_eq!(run(after_heal_succeeds, after_wedge("timeout", &wedged)), vec![]);
+    let endless = [server(4_100, kind::SERVER_RECV, call.clone()), server(4_110, kind::SERVER_SEND, page("p2"))];
+    assert_eq!(run(after_heal_succeeds, after_wedge("runtime_error", &endless)), vec![]);
+    // The server answered it, its last page ended the listing: the failure is the daemon's.
+    let ended = json!({"jsonrpc": "2.0", "id": 7, "result": {"tools": []}});
+    let served = [server(4_100, kind::SERVER_RECV, call), server(4_110, kind::SERVER_SEND, ended)];
+    let found = run(after_heal_succeeds, after_wedge("runtime_error", &served));
+    assert_eq!(found.len(), 1, "{found:?}");
+    let found = run(after_heal_succeeds, after_wedge("transport", &wedged));
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("ended \"transport\""), "{found:?}");
 }

@@ -403,12 +403,13 @@ pub fn quiescence(facts: &Facts<'_>) -> Vec<Violation> {
 /// (or a protocol-1 daemon, which cannot say it is idle), or a lock wait that such a drain ran
 /// out, are outcomes a correct daemon gives there.
 ///
-/// A fault of the peers or of the caller's deadline (a wedged upstream, a slow authorization
-/// server, a short deadline) lasts past the heal: after one, an action may fail through its
-/// upstream work, and that failure is excused (4 % of the actions on seed 2026 × 1 000; they are
-/// still judged by `executes_once`, `bounded_latency`, `no_early_timeout` and
-/// `action_within_its_path`). A success is judged all the same, and a failed connection to the
-/// daemon is no effect such a fault has.
+/// A fault of the peers (a wedged upstream, endless cursors, an approval never given) lasts past
+/// the heal: after one, an action may fail through its upstream work, and that failure is
+/// excused by the effect the servers' logs show on this action's own requests
+/// ([`lasting_effect`]; 4.1 % of the actions on seed 2026 × 1 000, every one a listing whose
+/// pages never ended; they are still judged by `executes_once`, `bounded_latency`,
+/// `no_early_timeout` and `action_within_its_path`). A success is judged all the same, and a
+/// failed connection to the daemon is no effect such a fault has.
 pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
     let injected: Vec<&TraceEvent> = facts
         .trace
@@ -458,8 +459,8 @@ pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
         // A lasting fault of the peers or the deadline fails an action through its upstream
         // work (a time-out, an error the server or the authorization flow gave), never by
         // tearing down the CLI's connection to a daemon that heal left healthy.
-        if lasting && outcome != TRANSPORT {
-            verdicts::excused(LASTING);
+        if let Some(effect) = lasting_effect(facts, action).filter(|_| lasting && outcome != TRANSPORT) {
+            verdicts::excused(effect);
             continue;
         }
         let detail = format!(
@@ -472,9 +473,39 @@ pub fn after_heal_succeeds(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// The run injected a fault that disturbs the MCP or OAuth server, or the caller's deadline,
-/// which a heal of the daemon process does not undo.
-const LASTING: &str = "a fault of the peers or the deadline, which no heal undoes, was injected";
+/// How a fault of the peers, which no heal undoes, failed `action`'s upstream work, as the
+/// servers' logs show it for the action's daemon requests (`a<action>.<attempt>`): its listing
+/// never ended (the last page the MCP server sent it still had a `nextCursor`: endless or
+/// repeated cursors), an upstream message of it was never answered (a wedged method), or its
+/// authorization flow began and was never granted a token (an approval delayed or never given).
+/// `None` when the logs show none of these: the failure is the daemon's own.
+fn lasting_effect(facts: &Facts<'_>, action: u64) -> Option<&'static str> {
+    let prefix = format!("a{action}.");
+    let mine = |e: &&TraceEvent| e.text("request").starts_with(&prefix) || e.text("id").starts_with(&prefix);
+    let mcp = || facts.trace.events.iter().filter(|e| e.host == host::MCP).filter(mine);
+    let sent: Vec<Value> = mcp().filter(|e| e.kind == kind::SERVER_SEND).filter_map(|e| serde_json::from_str(&e.text("msg")).ok()).collect();
+    if sent.last().is_some_and(|last| last.pointer("/result/nextCursor").is_some()) {
+        return Some(CURSORS_NEVER_ENDED);
+    }
+    let answered: BTreeSet<String> = sent.iter().filter_map(|msg| msg.get("id").map(Value::to_string)).collect();
+    let unanswered = mcp().filter(|e| e.kind == kind::SERVER_RECV).filter_map(|e| serde_json::from_str::<Value>(&e.text("msg")).ok()).any(|msg| msg.get("method").is_some() && msg.get("id").is_some_and(|id| !answered.contains(&id.to_string())));
+    if unanswered {
+        return Some(WEDGED);
+    }
+    let oauth = facts.trace.events.iter().filter(|e| e.kind == kind::DAEMON_OAUTH).filter(mine);
+    let (begun, granted): (Vec<_>, Vec<_>) = oauth.map(|e| (e.text("phase"), e.text("state"))).partition(|(phase, _)| phase == "start");
+    if begun.iter().any(|(_, state)| !granted.iter().any(|(phase, granted)| phase == "token" && granted == state)) {
+        return Some(NEVER_AUTHORIZED);
+    }
+    None
+}
+
+/// The MCP server's pages for the action never ended (`endless_cursors`, `repeated_cursor`).
+const CURSORS_NEVER_ENDED: &str = "a cursor fault kept its listing from ending";
+/// The MCP server never answered an upstream message of the action (`wedged_method`).
+const WEDGED: &str = "the server never answered an upstream message of it (a wedged method)";
+/// The action's authorization flow never got its token (`approval_delay`, `approval_never`).
+const NEVER_AUTHORIZED: &str = "its authorization was never granted (an approval delayed or never given)";
 
 /// The outcome of an action whose connection to its daemon failed.
 const TRANSPORT: &str = "transport";
