@@ -75,6 +75,11 @@ impl Facts<'_> {
         }
     }
 
+    /// When the client left: its stdin's end, or the end of the run if that came first.
+    fn client_left_ms(&self) -> u64 {
+        self.stories.client_eof.as_ref().map_or(self.horizon_ms, |(_, at, _)| *at).min(self.horizon_ms)
+    }
+
     /// When a global fault stops acting: its window's end, or for a restart (recorded at the
     /// kill) the relayer's next start.
     fn healed_ms(&self, name: &str, start: u64, end: u64) -> u64 {
@@ -512,7 +517,7 @@ fn passed_over(facts: &Facts<'_>, n: usize) -> Option<String> {
     if request.answered.is_some() || !story.posts.is_empty() || facts.cancelled_by_client(request) {
         return None;
     }
-    let left = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at).min(facts.horizon_ms);
+    let left = facts.client_left_ms();
     let forwarded_by = left.checked_sub(CONNECT_MS + 2 * facts.slack_ms)?;
     let (later, post) = facts.requests.iter().zip(&facts.stories.of).filter(|(later, _)| later.index > request.index && later.judged()).find_map(|(later, later_story)| {
         let accepted = later_story.posts.iter().find(|p| (200..=299).contains(&p.status) && !p.reset && p.at_ms <= forwarded_by);
@@ -543,7 +548,7 @@ const RECONNECT_DEFEATED: &str = "withheld replies or refused, reset or held POS
 fn refused_then_silent(facts: &Facts<'_>, n: usize) -> Option<String> {
     let (request, story) = (&facts.requests[n], &facts.stories.of[n]);
     let last = story.posts.last().filter(|p| p.reset || p.status != 202)?;
-    let left = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at).min(facts.horizon_ms);
+    let left = facts.client_left_ms();
     if request.answered.is_some() || left < last.at_ms + facts.recovery_ms() || facts.cancelled_by_client(request) {
         return None;
     }
