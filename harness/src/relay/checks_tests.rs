@@ -1645,19 +1645,36 @@ fn a_flap_that_drops_the_initialize_stream_loses_the_handshake() {
 
 // Hunt seed 5 (v1.relay.none.aca3daf33b224644): a request queued behind the session's
 // `initialize`, which the relayer kept refusing with 429, was closed out before its own POST.
-// The refusal ahead of it in the serial pump touched it; a 202 ahead of it does not.
+// The refusal ahead of it in the serial pump touched it; a 202 ahead of it does not, and
+// (issue #28) neither does a refusal that came after its own POST had gone out, nor one of a
+// request the client wrote after it: neither was ahead of it in the queue.
 #[test]
 fn user_outcomes_excuses_a_request_held_behind_a_refused_post() {
-    let queued = |status| {
-        let mut events = answered_call();
-        events.push(http_post(150, "\"relay-init-2\"", "\"relay-init-2\"", "initialize", "", status));
+    let queued = |status, posted_first: bool, refused: (&str, &str)| {
+        let mut events = vec![std_spec(), stream_open(0, "s1"), send(10, &call(json!(1), "a1"))];
+        if refused.1 == "tools/list" {
+            events.push(send(20, &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})));
+        }
+        if posted_first {
+            events.push(http_post(50, "\"relay-1\"", "1", "tools/call", "a1", 202));
+        }
+        if refused.0 == "lost" {
+            // Its session's stream ended after its POST: it must go again, behind the handshake.
+            events.push(stream_close(100, "s1"));
+            events.push(stream_open(140, "s2"));
+        }
+        let refused = if refused.0 == "lost" { ("\"relay-init-2\"", refused.1) } else { refused };
+        events.push(http_post(150, refused.0, refused.0, refused.1, "", status));
         events.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true)));
         events
     };
-    assert_clean(&run(user_outcomes, queued(429)));
-    let found = run(user_outcomes, queued(202));
-    assert_eq!(found.len(), 1, "{found:#?}");
-    assert!(found[0].detail.contains("untouched by any fault"), "{}", found[0].detail);
+    let init = ("\"relay-init-2\"", "initialize");
+    assert_clean(&run(user_outcomes, queued(429, false, init)));
+    assert_clean(&run(user_outcomes, queued(429, true, ("lost", "initialize"))));
+    for (status, posted_first, refused) in [(202, false, init), (429, true, init), (429, false, ("2", "tools/list"))] {
+        let found = run(user_outcomes, queued(status, posted_first, refused));
+        assert!(found.iter().any(|v| v.invariant == "user_outcomes" && v.detail.contains("tools/call id 1")), "{status} {posted_first} {refused:?}: {found:#?}");
+    }
 }
 
 // Issue #28: the relayer refused call 1's first POST (429), the bridge retried and the relayer
@@ -2542,6 +2559,31 @@ fn notifications_delivered_gives_no_time_while_a_fault_holds_the_bridge_off() {
     };
     assert_clean(&run(outcome_checks::notifications_delivered, flapping_until(100_000)));
     assert_one(&run(outcome_checks::notifications_delivered, flapping_until(20)), "notifications_delivered", 3, "never reached the relayer");
+}
+
+// Issue #28: only an effect that held the notification's way restarts its settle time: a
+// refusal window's refusal (not the window), a cut's heal, a stall's or hold's end. A refusal
+// window that refused nothing, and withheld replies, hold no notification: the bridge that
+// never sent it fails, where any window's end used to excuse it.
+#[test]
+fn notifications_delivered_restarts_its_settle_only_at_an_effect_on_the_way() {
+    let window = |fault: &str, phase: &str, at_ms: u64| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!(fault)), ("phase", json!(phase)), ("detail", json!("f"))]);
+    let case = |fault: &str, refused_at: Option<u64>| {
+        let mut events = note_sent();
+        events[0] = spec(1_000, 500, 10, 100_000);
+        events.push(window(fault, "start", 20)); // 3
+        if let Some(at) = refused_at {
+            events.push(r_post(at, "s1", "\"relay-9\"", "tools/list", "", 503));
+        }
+        events.push(window(fault, "end", 30_000));
+        events.push(client_eof(40_000));
+        events
+    };
+    for fault in ["post_reject", "withhold_replies"] {
+        assert_one(&run(outcome_checks::notifications_delivered, case(fault, None)), "notifications_delivered", 2, "never reached the relayer");
+    }
+    assert_clean(&run(outcome_checks::notifications_delivered, case("post_reject", Some(29_000))));
+    assert_one(&run(outcome_checks::notifications_delivered, case("post_reject", Some(100))), "notifications_delivered", 2, "never reached the relayer");
 }
 
 // A notification (step 2) whose POST met a session the relayer had lost (404) must go again to

@@ -112,6 +112,24 @@ impl Facts<'_> {
         initialize || closed_out
     }
 
+    /// Whether `post` carried something a serial pump sends before request `n`: a request the
+    /// client wrote before it, a notification of a method the client had written before it, or
+    /// a session's handshake (an `initialize` or `notifications/initialized` the bridge sent on
+    /// its own: the session carries nothing before it).
+    fn queued_before(&self, n: usize, post: &(usize, u64, String, String, String, u64)) -> bool {
+        let written = self.requests[n].index;
+        if let Some(owner) = self.stories.of.iter().position(|story| story.posts.iter().any(|p| p.index == post.0)) {
+            return owner < n;
+        }
+        let method = post.4.as_str();
+        let by_client = |upto: usize| {
+            self.trace.events[..upto]
+                .iter()
+                .any(|e| e.host == host::CLIENT && e.kind == kind::MCP_SEND && message(e).get("method").and_then(Value::as_str) == Some(method))
+        };
+        matches!(method, "initialize" | "notifications/initialized") || by_client(written)
+    }
+
     /// How often the bridge's watchdog checks for silence: `max(500, idle/3)` (MODEL.md §1.3).
     pub(super) fn watchdog_ms(&self) -> u64 {
         (self.sse_idle_ms / 3).max(500)
@@ -278,8 +296,19 @@ impl Facts<'_> {
         // (The relayer's clock may read up to a slack behind the client's.)
         // A reset one ahead of it (the session's `initialize`, another request) holds it the same
         // way, for the retries' backoff or a handshake tried again.
-        let own = |index: usize| story.posts.iter().any(|p| p.index == index);
-        let ahead = || self.stories.all_posts.iter().filter(|p| !own(p.0) && p.1 + self.slack_ms >= request.at_ms && p.1 <= end);
+        // Ahead of it means in the queue before it: a POST that came before its own first one,
+        // or before its replay once an outage after its last POST lost its session (the replay
+        // waits for the new session's handshake: relay soak v1.relay.none.cf5752d68885f9af, a
+        // call accepted, its stream ended, and the new session's `initialize` refused 401),
+        // carrying a message the client wrote before it, or the session's handshake, which the
+        // bridge sends before anything else. A refusal of a message written after it, or one
+        // after its own POST went out on a session that stayed, held nothing of it. (Until this
+        // round any other POST in its life counted.)
+        let own_first_post = story.posts.first().map_or(end, |p| p.at_ms.min(end));
+        let to_replay = |at: u64| story.posts.iter().rev().find(|p| p.at_ms <= at).is_some_and(|p| self.stories.no_stream_during(p.at_ms, at));
+        let ahead = || {
+            self.stories.all_posts.iter().filter(move |p| p.1 + self.slack_ms >= request.at_ms && p.1 <= end && (p.1 <= own_first_post || to_replay(p.1)) && self.queued_before(n, p))
+        };
         if ahead().any(|p| self.stories.reset_after_admit.contains(&p.0)) {
             return Some("post_reset cut a POST ahead of it");
         }
@@ -1127,13 +1156,10 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     // waiting out a silent one: the outbox drains once it reconnects. That is the whole excuse:
     // a bridge's call deadline has no part in it (with none, as rmcp's, it would cover the run).
     let settle = facts.recovery_ms();
-    // The bridge's time to deliver runs from when the faults that could hold it off ended: the
-    // heal, or the end of the last fault window open before the client left (one still open
-    // then, a flap that cut every stream to the end, say, leaves no time at all: relay soak
-    // token v1.relay.none.e48fc9a2256474a3).
-    let windows = facts.stories.global_faults.iter().chain(&facts.stories.refusal_windows);
-    let last_fault_end = windows.filter(|(_, start, _)| *start <= eof).map(|(_, _, end)| *end).max().unwrap_or(0);
-    let faults_over = facts.stories.heal_ms.unwrap_or(0).max(last_fault_end);
+    // The bridge's time to deliver runs from the last effect before the client left that held
+    // its way to the relayer (`held_off`), named by what it did.
+    let held_off = notes_held_off(facts, eof);
+    let faults_over = held_off.map_or(0, |(at, _)| at);
     let posts = &facts.stories.all_posts;
     // Per method: the next POST not yet accounted for.
     let mut next: BTreeMap<String, usize> = BTreeMap::new();
@@ -1209,7 +1235,7 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             continue;
         }
         if eof < from + settle {
-            verdicts::excused("the client left before the faults healed and the bridge reconnected");
+            verdicts::excused(held_off.filter(|(at, _)| *at >= event.at_ms).map_or(NOTE_WRITTEN_LATE, |(_, mechanism)| mechanism));
             continue;
         }
         // The run ended (the client still writing) before the bridge had a reconnect's time
@@ -1221,6 +1247,41 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
         found.push(facts.violation("notifications_delivered", index, detail));
     }
     capped(found)
+}
+
+/// The client left within a reconnect's time of writing it: the outbox may still be waiting out
+/// a stream the bridge has not yet found silent, or the backoff before its next one.
+const NOTE_WRITTEN_LATE: &str = "the client left before a reconnect's time had passed since it wrote it (no fault held it off after)";
+
+/// The last effect, before the client left at `eof`, that held a bridge's notifications off the
+/// relayer, and its mechanism: when it stopped acting. Only these do, each by what it did:
+/// - a POST the relayer refused or a reset cut inside a `post_reject`/`post_reset` window (the
+///   outbox sends in order, so any POST's refusal holds what queues behind it): the refusal
+///   itself, observed, not the window it fell in (a window that refused nothing held nothing);
+/// - `stream_eof`, `stream_flap`, `relayer_bounce`: a stream closed or connects failed until
+///   the heal (a restart's: the relayer's next start);
+/// - `stream_stall`, `link_hold`: bytes held until the window's end.
+///
+/// `withhold_replies` holds only replies, and `stdin_eof` is the client's own leaving: neither
+/// stands between a notification and the relayer. (Until this round the end of any fault or
+/// refusal window that began before EOF restarted the settle time, with one label for all.)
+/// A cut still open at EOF (a flap to the end, relay soak v1.relay.none.e48fc9a2256474a3)
+/// leaves no time at all.
+fn notes_held_off(facts: &Facts<'_>, eof: u64) -> Option<(u64, &'static str)> {
+    let refusals = facts.stories.refusal_windows.iter().filter(|(_, start, _)| *start <= eof);
+    let refused = refusals
+        .flat_map(|(_, start, end)| facts.stories.all_posts.iter().filter(move |p| p.5 != 202 && *start <= p.1 && p.1 <= end + facts.slack_ms))
+        .map(|p| p.1)
+        .filter(|at| *at <= eof)
+        .max()
+        .map(|at| (at, "the client left within a reconnect's time of a POST the relayer refused or a reset cut"));
+    let fault = |names: &[&str], mechanism: &'static str| {
+        let faults = facts.stories.global_faults.iter().filter(|(name, start, _)| names.contains(&name.as_str()) && *start <= eof);
+        faults.map(|(name, start, end)| facts.healed_ms(name, *start, *end)).max().map(|at| (at, mechanism))
+    };
+    let cut = fault(&["stream_eof", "stream_flap", "relayer_bounce"], "the client left within a reconnect's time of the heal of a fault that closed its streams or failed its connects");
+    let held = fault(&["stream_stall", "link_hold"], "the client left within a reconnect's time of the end of a stall or held link that kept its bytes");
+    [refused, cut, held].into_iter().flatten().max_by_key(|(at, _)| *at)
 }
 
 /// A notification the relayer accepted carries the `_meta` the client wrote: the step the client
