@@ -271,16 +271,16 @@ impl<'a> Facts<'a> {
         self.spans.iter().map(|s| (s.start_ms, s.end_ms))
     }
 
-    /// How long in `[from, to]` some disruptive fault was in effect (overlapping windows counted
-    /// once): what can have held work done in that span, and nothing outside it.
-    pub fn disrupted_ms(&self, from: u64, to: u64) -> u64 {
-        covered_ms(self.disruptions(), from, to)
-    }
-
     /// How long in `[from, to]` the daemon process was stalled (`daemon_stall`, overlapping
     /// windows counted once).
     pub fn stalled_ms(&self, from: u64, to: u64) -> u64 {
-        covered_ms(self.spans.iter().filter(|s| s.fault == "daemon_stall").map(|s| (s.start_ms, s.end_ms)), from, to)
+        self.held_by_ms(&["daemon_stall"], from, to)
+    }
+
+    /// How long in `[from, to]` a fault of one of `kinds` was in effect (overlapping windows
+    /// counted once).
+    pub fn held_by_ms(&self, kinds: &[&str], from: u64, to: u64) -> u64 {
+        covered_ms(self.spans.iter().filter(|s| kinds.contains(&s.fault.as_str())).map(|s| (s.start_ms, s.end_ms)), from, to)
     }
 
     /// The action in progress at `at_ms`.

@@ -1201,9 +1201,17 @@ fn honest_status_flags_a_count_left_by_a_reset_and_an_idle_lie() {
         probe(1_500, 1, 1, "0"),
         reply(3_000, "a2.1", ""),
     ];
-    let found = run(honest_status, lie);
+    let found = run(honest_status, lie.clone());
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("at least 1"), "{found:?}");
+    // Issue #28: a stale lock or a hang over the status holds no written answer, so the request
+    // answered after it was still certainly in flight: the lie stands. A stall could have held
+    // its answer (the daemon had stopped counting it and its write waited): no verdict.
+    let around = |kind: &str| [vec![fault(1_000, kind, "start"), fault(2_000, kind, "end")], lie.clone()].concat();
+    for kind in ["stale_lock", "process_hang"] {
+        assert_eq!(run(honest_status, around(kind)).len(), 1, "{kind}");
+    }
+    assert_eq!(run(honest_status, around("daemon_stall")), vec![]);
 }
 
 /// A request its client gave up on (`timeout` at 1 000 ms) may be counted while its work could
@@ -1458,8 +1466,16 @@ fn no_orphaned_work_flags_work_after_the_answer_and_past_every_bound() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].detail.contains("later than any correct work"), "{found:?}");
     // A stall after the message held none of the work before it: no excuse.
-    let later = [endless, vec![fault(200_001, "daemon_stall", "start"), fault(400_000, "daemon_stall", "end")]].concat();
+    let later = [endless.clone(), vec![fault(200_001, "daemon_stall", "start"), fault(400_000, "daemon_stall", "end")]].concat();
     assert_eq!(run(no_orphaned_work, later).len(), 1);
+    // Issue #28: only a stall holds the daemon's upstream work. Crossed frames (on the CLI's
+    // connection) or a stale lock over the whole span extend nothing; a stall as long does.
+    for kind in ["crossed_frames", "stale_lock"] {
+        let window = [vec![fault(20, kind, "start"), fault(199_000, kind, "end")], endless.clone()].concat();
+        assert_eq!(run(no_orphaned_work, window).len(), 1, "{kind}");
+    }
+    let stalled = [vec![fault(20, "daemon_stall", "start"), fault(199_000, "daemon_stall", "end")], endless].concat();
+    assert_eq!(run(no_orphaned_work, stalled), vec![]);
 }
 
 #[test]
@@ -1625,15 +1641,19 @@ fn action_within_its_path_flags_a_listing_kept_alive_past_its_pages() {
     assert!(found[0].detail.contains("action 1 took 6000 ms"), "{}", found[0].detail);
     // A stall held the daemon only for the time it overlapped the action: one after it ended
     // excuses nothing, one through it excuses its overlap (two overlapping windows count once).
-    let stall = |from: u64, to: u64, detail: &str| {
-        let at = |at_ms: u64, phase: &str| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("daemon_stall")), ("phase", json!(phase)), ("detail", json!(detail))]);
+    let window = |fault: &str, from: u64, to: u64, detail: &str| {
+        let at = |at_ms: u64, phase: &str| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!(fault)), ("phase", json!(phase)), ("detail", json!(detail))]);
         vec![at(from, "start"), at(to, "end")]
     };
+    let stall = |from: u64, to: u64, detail: &str| window("daemon_stall", from, to, detail);
     let with = |stalls: Vec<TraceEvent>| [stalls, events.clone()].concat();
     assert_eq!(run(action_within_its_path, with(stall(7_000, 17_000, "later"))).len(), 1);
     assert_eq!(run(action_within_its_path, with(stall(1_000, 5_000, "through"))), vec![]);
     let doubled = [stall(1_000, 3_500, "one"), stall(1_000, 3_500, "two")].concat();
     assert_eq!(run(action_within_its_path, with(doubled)).len(), 1);
+    // Issue #28: crossed frames act through the attempt they end, which the path counts; they
+    // hold no step past its bound, so their window extends nothing.
+    assert_eq!(run(action_within_its_path, with(window("crossed_frames", 1_000, 5_000, "x"))).len(), 1);
 }
 
 #[test]

@@ -131,15 +131,15 @@ impl<'f, 'a> Story<'f, 'a> {
     }
 
     /// The user requests at `pid` certainly in flight throughout `[from, to]`: read by then,
-    /// answered (not dropped) well after, with no disruption that could have delayed the answer.
+    /// answered (not dropped) well after, with no fault that could have delayed the answer's
+    /// delivery after the daemon stopped counting it: a stall (the daemon's writes wait it out)
+    /// or crossed frames. A crash or a reset ends the answer instead (a transport end, not
+    /// counted here), and a hang or a stale lock holds no written answer. (Until issue #28's
+    /// last round, any disruption did.)
     fn certain(&self, pid: u64, from: u64, to: u64) -> usize {
         let facts = self.facts;
         let slack = facts.slack_ms;
-        let undisturbed = |until: u64| {
-            !facts
-                .disruptions()
-                .any(|(start, end)| start <= until && end + slack >= from)
-        };
+        let undisturbed = |until: u64| facts.held_by_ms(&["daemon_stall", "crossed_frames"], from.saturating_sub(slack), until) == 0;
         facts
             .attempts
             .iter()
@@ -526,9 +526,12 @@ fn drain_met_work(story: &Story<'_, '_>, action: u64, before: usize) -> bool {
 
 /// No orphaned work: the MCP server receives nothing for a user request once the CLI has read
 /// the daemon's answer to it, nor later than a correct daemon could still be working on it (the
-/// OAuth wait and every page, or the ceiling's call, plus the time a disruption was in effect
+/// OAuth wait and every page, or the ceiling's call, plus the time the daemon was stalled
 /// between the send and the message, from the send): work for a request that has ended must end
-/// with it.
+/// with it. Only a stall holds the daemon's upstream work (its event loop, machine-wide knob);
+/// a crash ends that work, a reset or crossed frames act on the CLI's connection, a hang on a
+/// daemon whose run has ended, a stale lock on launches. (Until issue #28's last round, the time
+/// any of those was in effect extended the bound.)
 pub fn no_orphaned_work(facts: &Facts<'_>) -> Vec<Violation> {
     let story = Story::new(facts);
     let by_id: BTreeMap<&str, &Attempt> = facts.attempts.iter().map(|a| (a.id.as_str(), a)).collect();
@@ -546,7 +549,7 @@ pub fn no_orphaned_work(facts: &Facts<'_>) -> Vec<Violation> {
             .map(|e| e.at_ms);
         let bound = attempt
             .at_ms
-            .saturating_add(story.work_bound_ms(attempt, facts.disrupted_ms(attempt.at_ms, at)));
+            .saturating_add(story.work_bound_ms(attempt, facts.stalled_ms(attempt.at_ms, at)));
         let detail = match answered {
             Some(end) if at > end + facts.slack_ms => format!(
                 "the MCP server received a message for {request} at {at} ms, after the CLI read \

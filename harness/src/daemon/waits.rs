@@ -322,11 +322,18 @@ fn attempt_bound_ms(facts: &Facts<'_>, attempt: &Attempt, path: Upstream) -> u64
     }
 }
 
+/// The faults that hold a path's step past its own bound while they last: a stall holds the
+/// daemon's answers, a hang the old daemon's exit a replacement waits on, a stale lock the lock
+/// wait. A crash, a reset or crossed frames act through a step the path already counts (the
+/// attempt they end, within its idle budget, and the retry after it). (Until issue #28's last
+/// round, the time any disruption was in effect extended the bound.)
+const PATH_HOLDERS: &[&str] = &["daemon_stall", "process_hang", "stale_lock"];
+
 /// User-level outcome, path-additive: every action ends within the sum of the bounds of the path
 /// it took — each attempt's (OAuth wait, pages, ceiling, idle budget), each replacement's (lock
 /// wait, drain, stop wait, launch, ready wait), each plain launch's (lock wait, ready wait) — plus
-/// the time a disruption (stall) was in effect while the action was open, read from what the
-/// CLI did and what the MCP server was asked, not from the daemon's events.
+/// the time a fault of `PATH_HOLDERS` was in effect while the action was open, read from what
+/// the CLI did and what the MCP server was asked, not from the daemon's events.
 pub fn action_within_its_path(facts: &Facts<'_>) -> Vec<Violation> {
     let paths = upstream_paths(facts);
     let mut found = Vec::new();
@@ -335,7 +342,7 @@ pub fn action_within_its_path(facts: &Facts<'_>) -> Vec<Violation> {
             continue;
         };
         let end = start.end_ms.unwrap_or(facts.horizon_ms);
-        let mut bound = facts.disrupted_ms(start.start_ms, end) + facts.slack_ms;
+        let mut bound = facts.held_by_ms(PATH_HOLDERS, start.start_ms, end) + facts.slack_ms;
         for (n, (_, event)) in steps.iter().enumerate() {
             // A state's wait counts as far as the next step came, up to its own bound (a longer
             // one is `bounded_waits`'s to name): the lock and ready waits are only as long as
