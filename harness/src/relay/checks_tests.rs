@@ -1643,6 +1643,32 @@ fn a_flap_that_drops_the_initialize_stream_loses_the_handshake() {
     assert!(lost("rmcp", "tools/list").is_empty());
 }
 
+// Live, mcp-remote 0.15.1 over HTTP+SSE (live.v1.relay.none.ebaddc54ff94e256): a call accepted
+// on s1, a stream_flap cut s1's one stream before its answer was written, and the bridge failed
+// the call as its next stream opened. Standard MCP resumes nothing over HTTP+SSE: the answer
+// was lost with the session, and the error is the truth. The relay family is judged instead
+// (its relayer answers a replay from its log), and so is a live call whose answer was written
+// before the cut.
+#[test]
+fn user_outcomes_takes_a_live_http_sse_session_lost_with_its_stream_as_the_truth() {
+    let case = |engine: &str, written_before_cut: bool| {
+        let flap = |phase: &str, at_ms: u64| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("stream_flap")), ("phase", json!(phase)), ("detail", json!("f"))]);
+        let spec = TraceEvent::new(0, host::SIM, kind::RUN_SPEC, &[("family", json!("relay")), ("engine", json!(engine)), ("call_timeout_ms", json!(60_000)), ("sweep_period_ms", json!(5_000)), ("slack_ms", json!(500)), ("horizon_ms", json!(60_000))]);
+        let mut events = vec![spec, stream_open(0, "s1"), send(10, &call(json!(1), "a1")), http_post(20, "1", "1", "tools/call", "a1", 202)];
+        if written_before_cut {
+            events.push(reply_sent(900, "1", "a1", &tool_result(json!(1), "remember a1: done", false)));
+        }
+        events.extend([flap("start", 1_000), stream_close(1_000, "s1"), flap("end", 2_000), stream_open(2_500, "s2")]);
+        events.push(recv(2_600, &json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "the connection to the remote server dropped before this could be answered"}})));
+        events
+    };
+    assert_clean(&run(user_outcomes, case("live", false)));
+    for (engine, written) in [("sim", false), ("live", true)] {
+        let found = run(user_outcomes, case(engine, written));
+        assert!(found.iter().any(|v| v.invariant == "user_outcomes" && v.detail.contains("tools/call id 1")), "{engine} {written}: {found:#?}");
+    }
+}
+
 // Hunt seed 5 (v1.relay.none.aca3daf33b224644): a request queued behind the session's
 // `initialize`, which the relayer kept refusing with 429, was closed out before its own POST.
 // The refusal ahead of it in the serial pump touched it; a 202 ahead of it does not, and

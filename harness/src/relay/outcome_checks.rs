@@ -210,6 +210,28 @@ impl Facts<'_> {
         if story.post_streams.iter().map(|&n| &self.stories.streams[n]).any(|stream| cut_by_fault(stream) && (unwritten || unsent_at(stream))) {
             return Some("a fault cut its POST's stream while it ran, and the server never wrote its answer");
         }
+        // Standard MCP over HTTP+SSE resumes nothing: a session lives as long as its one stream,
+        // and a server keeps no log to answer a request sent again (the relay API's idempotency
+        // keys are its own, so the relay family is judged on its replays). A fault that cut the
+        // stream of the session that last accepted it, before any answer of it was written
+        // there, ended that session and lost the answer with it; a bridge that fails the request
+        // once the cut came tells the truth (mcp-remote 0.15.1 over HTTP+SSE,
+        // live.v1.relay.none.ebaddc54ff94e256: three calls accepted, a stream_flap cut the
+        // stream, the server logged their answers lost, and mcp-remote failed them "the
+        // connection to the remote server dropped before this could be answered" as its new
+        // stream opened).
+        let lost_with_session = super::oracles::is_live(self.trace)
+            && story.posts.iter().rev().find(|p| p.status == 202).and_then(|p| self.stories.stream(&p.session)).is_some_and(|stream| {
+                stream.label.is_empty()
+                    && cut_by_fault(stream)
+                    && stream.cut_ms().is_some_and(|cut| {
+                        let written = story.sent.iter().any(|sent| sent.session == stream.session && sent.at_ms < cut);
+                        !written && request.answered.as_ref().is_none_or(|a| a.at_ms + self.slack_ms >= cut)
+                    })
+            });
+        if lost_with_session {
+            return Some("a fault cut the one stream of the HTTP+SSE session that accepted it, and its answer was lost with the session");
+        }
         // The server itself ended the stream while its tool ran, with no fault and no restart,
         // and never wrote the answer: rmcp's server drops a session its worker saw no event on
         // for `keep_alive` (5 min), though a tool of it still runs (sdk_rmcp hunt seed 8,
