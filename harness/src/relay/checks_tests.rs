@@ -1776,6 +1776,25 @@ fn user_outcomes_takes_the_answer_to_a_reuse_in_flight_forwarded_by_the_bridge()
     assert_one(&outcome(50, true), "user_outcomes", 8, "answered with");
 }
 
+// Live, mcp-remote over HTTP+SSE (live.v1.relay.none.c7165beb728b4b4e): the client reused id 1
+// for a `tools/list` while its call was in flight; the list's POST was refused 500 and the bridge
+// answered id 1 with that error first. The error is the reuse's truthful answer; without a
+// refused POST under the id it is still made up.
+#[test]
+fn user_outcomes_takes_an_error_for_a_refused_reuse_in_flight_as_the_reuses() {
+    let outcome = |refused: bool| {
+        let mut events = vec![std_spec(), r_open(0, "s1"), r_post(5, "s1", "relay-init-1", "initialize", "", 202)];
+        events.push(send(100, &call(json!(1), "a1")));
+        events.push(r_post(105, "s1", "1", "tools/call", "a1", 202));
+        events.push(send(200, &list(json!(1))));
+        events.push(r_post(205, "s1", "1", "tools/list", "", if refused { 500 } else { 202 }));
+        events.push(recv(210, &json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "Error POSTing to endpoint (HTTP 500)"}})));
+        run(outcome_checks::user_outcomes, events)
+    };
+    assert_clean(&outcome(true));
+    assert!(outcome(false).iter().any(|v| v.invariant == "user_outcomes" && v.detail.contains("tools/call id 1")), "{:#?}", outcome(false));
+}
+
 // Hunt seed 2026 (v1.relay.none.c68d12b160e0a5f4): the relayer refused the session's last
 // `initialize` try a tick before the client's clock read the request's send; the bridge, which
 // admitted it first, rightly answered it with that refusal. Clocks a slack apart still meet.

@@ -504,6 +504,7 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
                     && (Facts::relayer_sent(asked_story, &answer.msg).is_some() || refused_with() || (asked.method == "ping" && empty_result(&answer.msg)))
             }) || (request.method == "tools/list" && last_list_before(facts, answer.index).is_some_and(|list| same_reply(&list.msg, &answer.msg)))
                 || reused_in_flight_answered(facts, request, answer)
+                || reused_in_flight_refused(facts, request, answer)
         });
         if true_answer {
             verdicts::held();
@@ -551,6 +552,28 @@ fn reused_in_flight_answered(facts: &Facts<'_>, request: &Request, answer: &Answ
     reused
         && facts.trace.events[..answer.index].iter().any(|e| {
             e.host == host::RELAYER && e.kind == kind::REPLY_SENT && e.text("client_id") == id && e.at_ms + facts.slack_ms >= request.at_ms && serde_json::from_str::<Value>(&e.text("msg")).is_ok_and(|sent| same_reply(&sent, &answer.msg))
+        })
+}
+
+/// Whether `answer` is a bridge's error for a request that reused `request`'s id while it was in
+/// flight and whose POST the relayer refused: the relayer refused a POST under this client id
+/// after the reuse was written, and the client read an error under the id after that. The error
+/// is the reuse's truthful answer (mcp-remote over HTTP+SSE, live.v1.relay.none.c7165beb728b4b4e:
+/// `tools/call` 3 accepted, a `tools/list` under id 3 refused 500, and "Error POSTing to endpoint
+/// (HTTP 500)" the first answer under id 3).
+fn reused_in_flight_refused(facts: &Facts<'_>, request: &Request, answer: &Answer) -> bool {
+    let Some(id) = request.id.as_deref() else { return false };
+    let Some(reuse) = facts.requests.iter().find(|other| other.dup && other.id.as_deref() == Some(id) && other.index > request.index && other.index < answer.index) else {
+        return false;
+    };
+    let error = answer.msg.get("error").is_some() || answer.msg.pointer("/result/isError") == Some(&Value::Bool(true));
+    // A POST no story owns: the stories leave the reuse out, so a refusal of the request's own
+    // POST (its story's) is no refusal of the reuse.
+    let owned = |index: usize| facts.stories.of.iter().any(|story| story.posts.iter().any(|p| p.index == index));
+    error
+        && (reuse.index..answer.index).any(|i| {
+            let e = &facts.trace.events[i];
+            e.host == host::RELAYER && e.kind == kind::HTTP_POST && e.text("client_id") == id && super::story::post_status(e) != 202 && !owned(i)
         })
 }
 
