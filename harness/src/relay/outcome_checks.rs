@@ -37,6 +37,8 @@ pub(super) const CONNECT_MS: u64 = 100;
 pub(super) const MAX_BACKOFF_MS: u64 = 15_000;
 /// Faults under which a connect can fail without the relayer seeing it.
 const UNSEEN_CONNECT_FAULTS: &[&str] = &["relayer_bounce", "link_hold"];
+/// Faults that cut the relayer's streams (a restart cuts them all).
+const CUTTING_FAULTS: &[&str] = &["stream_eof", "stream_flap", "relayer_bounce"];
 /// How long the bridge remembers a closed-out id (`closed_out_retention_ms`, MODEL.md §1.4's
 /// bounded retention window).
 pub const CLOSED_OUT_RETENTION_MS: u64 = 600_000;
@@ -118,7 +120,7 @@ impl Facts<'_> {
     /// its own: the session carries nothing before it).
     fn queued_before(&self, n: usize, post: &(usize, u64, String, String, String, u64)) -> bool {
         let written = self.requests[n].index;
-        if let Some(owner) = self.stories.of.iter().position(|story| story.posts.iter().any(|p| p.index == post.0)) {
+        if let Some(owner) = self.stories.post_owner(post.0) {
             return owner < n;
         }
         let method = post.4.as_str();
@@ -193,7 +195,7 @@ impl Facts<'_> {
         // docs/findings.md, sdk_rmcp v1.sdk_rmcp.none.b2ebd266e510a628).
         let cut_by_fault = |stream: &super::story::Stream| {
             stream.cut_ms().is_some_and(|closed| {
-                let mut faults = self.stories.global_faults.iter().filter(|(name, _, _)| matches!(name.as_str(), "stream_eof" | "stream_flap" | "relayer_bounce"));
+                let mut faults = self.stories.global_faults.iter().filter(|(name, _, _)| CUTTING_FAULTS.contains(&name.as_str()));
                 faults.any(|(_, start, end)| *start <= closed && closed <= end + self.slack_ms)
             })
         };
@@ -569,11 +571,10 @@ fn reused_in_flight_refused(facts: &Facts<'_>, request: &Request, answer: &Answe
     let error = answer.msg.get("error").is_some() || answer.msg.pointer("/result/isError") == Some(&Value::Bool(true));
     // A POST no story owns: the stories leave the reuse out, so a refusal of the request's own
     // POST (its story's) is no refusal of the reuse.
-    let owned = |index: usize| facts.stories.of.iter().any(|story| story.posts.iter().any(|p| p.index == index));
     error
         && (reuse.index..answer.index).any(|i| {
             let e = &facts.trace.events[i];
-            e.host == host::RELAYER && e.kind == kind::HTTP_POST && e.text("client_id") == id && super::story::post_status(e) != 202 && !owned(i)
+            e.host == host::RELAYER && e.kind == kind::HTTP_POST && e.text("client_id") == id && super::story::post_status(e) != 202 && facts.stories.post_owner(i).is_none()
         })
 }
 
@@ -1324,7 +1325,7 @@ fn notes_held_off(facts: &Facts<'_>, eof: u64) -> Option<(u64, &'static str)> {
         let faults = facts.stories.global_faults.iter().filter(|(name, start, _)| names.contains(&name.as_str()) && *start <= eof);
         faults.map(|(name, start, end)| facts.healed_ms(name, *start, *end)).max().map(|at| (at, mechanism))
     };
-    let cut = fault(&["stream_eof", "stream_flap", "relayer_bounce"], "the client left within a reconnect's time of the heal of a fault that closed its streams or failed its connects");
+    let cut = fault(CUTTING_FAULTS, "the client left within a reconnect's time of the heal of a fault that closed its streams or failed its connects");
     let held = fault(&["stream_stall", "link_hold"], "the client left within a reconnect's time of the end of a stall or held link that kept its bytes");
     [refused, cut, held].into_iter().flatten().max_by_key(|(at, _)| *at)
 }

@@ -522,6 +522,12 @@ impl Stories {
         }
     }
 
+    /// The request whose story holds the POST at event `index`, if any (a reuse in flight, or a
+    /// notification or handshake the bridge sent, has none).
+    pub fn post_owner(&self, index: usize) -> Option<usize> {
+        self.of.iter().position(|story| story.posts.iter().any(|p| p.index == index))
+    }
+
     /// The stream that served `session` first (on HTTP+SSE, its only one).
     pub fn stream(&self, session: &str) -> Option<&Stream> {
         self.streams.iter().find(|s| s.session == session)
