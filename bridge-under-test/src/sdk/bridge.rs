@@ -7,7 +7,7 @@
 //! was lost, so they wait in an outbox, in the client's order, until the server accepts them.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 // Roots and logging are deprecated by SEP-2577 in rmcp 3.11.0, but the 2025-11-25 protocol the
@@ -64,7 +64,11 @@ pub struct Proxy {
     left: Arc<std::sync::Mutex<Arc<tokio::sync::Notify>>>,
     /// The client's notifications not yet sent upstream, in the order it wrote them. The lock
     /// is also the one place rmcp numbers a request: see [`Proxy::forward`].
-    outbox: Arc<Mutex<VecDeque<ClientNotification>>>,
+    outbox: Arc<Mutex<Outbox>>,
+    /// How many messages the client has written so far (requests and notifications): each
+    /// takes its place in the client's order from it as its handler starts, in the order rmcp
+    /// read them (it spawns a handler per message, run in turn).
+    written: Arc<AtomicU64>,
     /// Each forwarded request still waiting, by the client's id (canonical JSON): a client's
     /// cancellation names the request upstream by its own id.
     forwarded: Arc<std::sync::Mutex<BTreeMap<String, Forwarded>>>,
@@ -82,14 +86,14 @@ enum Forwarded {
     /// the client's order, and go under its upstream id once it has one. Each is owed delivery:
     /// a second one written meanwhile once replaced the first (sdk_rmcp soak,
     /// `v1.sdk_rmcp.none.f620bace59a57aa4`: the cancellation of step 5 never reached the server).
-    Numbering(Vec<ClientNotification>),
+    Numbering(Vec<Written>),
     /// The id rmcp gave it upstream.
     Upstream(RequestId),
 }
 
 impl Proxy {
     pub fn new(config: SdkBridgeConfig) -> Self {
-        Self { config: Arc::new(config), upstream: Arc::default(), posted: Arc::default(), left: Arc::default(), outbox: Arc::default(), forwarded: Arc::default(), retrying: Arc::default(), closing: Arc::default(), client: Downstream::default() }
+        Self { config: Arc::new(config), upstream: Arc::default(), posted: Arc::default(), left: Arc::default(), outbox: Arc::default(), written: Arc::default(), forwarded: Arc::default(), retrying: Arc::default(), closing: Arc::default(), client: Downstream::default() }
     }
 
     /// The upstream peer, connecting (rmcp's `initialize` handshake) when there is none or the
@@ -166,7 +170,7 @@ impl Proxy {
         self.closing.store(true, Ordering::SeqCst);
         let live = self.upstream.lock().await.as_ref().filter(|s| !s.is_closed()).map(|s| s.peer().clone());
         if let Some(peer) = live {
-            let _ = self.flush(&peer, &mut *self.outbox.lock().await).await;
+            let _ = self.flush(&peer, &mut *self.outbox.lock().await, u64::MAX).await;
         }
         if let Some(service) = self.upstream.lock().await.take() {
             let _ = service.cancel().await;
@@ -176,20 +180,25 @@ impl Proxy {
     /// Send `request` upstream with the client's `_meta` (rmcp moves a request's `_meta` into
     /// `context.meta`), and wait for its answer as rmcp's typed calls do (no timeout).
     async fn forward(&self, request: ClientRequest, context: &RequestContext<RoleServer>, what: &str) -> Result<ServerResult, ErrorData> {
+        let place = self.take_place();
         let key = id_key(&context.id);
         lock(&self.forwarded).insert(key.clone(), Forwarded::Numbering(Vec::new()));
-        let answer = self.send_and_wait(request, context, &key, what).await;
+        let answer = self.send_and_wait(request, context, &key, what, place).await;
         // A cancellation that waited for a request never numbered (the connect failed) names
         // nothing upstream: it goes as written, judged like any other.
         let unnumbered = lock(&self.forwarded).remove(&key);
         if let Some(Forwarded::Numbering(notes)) = unnumbered {
-            self.outbox.lock().await.extend(notes);
+            let mut outbox = self.outbox.lock().await;
+            notes.into_iter().for_each(|note| queue(&mut outbox, note));
         }
         answer
     }
 
     /// Number and send the request under the outbox's lock, after the notifications the client
-    /// wrote before it. rmcp fails its own pending request of an id as soon as a cancellation
+    /// wrote before it (`place` is the request's in the client's order), and only those: one
+    /// written after it waits for it, not it for one (sdk hunt seed 0x17c0ffee,
+    /// `v1.sdk.none.e15e8432b67aa731`: a ping that waited for the session failed "not sent, to
+    /// keep the client's order" behind a progress note the client wrote 40 ms after it). rmcp fails its own pending request of an id as soon as a cancellation
     /// naming that id has been sent (src/service.rs:1547-1553): deciding what a cancellation
     /// names and rmcp numbering a request must not interleave, or a cancellation sent as
     /// written names the request rmcp numbers meanwhile (docs/findings.md, K2).
@@ -199,6 +208,7 @@ impl Proxy {
         context: &RequestContext<RoleServer>,
         key: &str,
         what: &str,
+        place: u64,
     ) -> Result<ServerResult, ErrorData> {
         let mut reconnected = false;
         loop {
@@ -213,7 +223,7 @@ impl Proxy {
             // it. One the server still refuses after the retries keeps the request unsent, and
             // the request fails saying so, rather than wait on a refusal that may be for good.
             // A session the server forgot is left, and the request goes on the next.
-            match self.flush(&peer, &mut outbox).await {
+            match self.flush(&peer, &mut outbox, place).await {
                 Err(Refusal::Expired(_)) if !reconnected => {
                     reconnected = true;
                     continue;
@@ -234,9 +244,9 @@ impl Proxy {
             // The cancellations that waited for its id go now; one the session does not take
             // goes back to the outbox, to be sent as written once it can.
             if let Some(Forwarded::Numbering(notes)) = waited {
-                for note in notes {
-                    if peer.send_notification(renamed(note.clone(), handle.id.clone())).await.is_err() {
-                        outbox.push_front(note);
+                for written in notes {
+                    if peer.send_notification(renamed(written.note.clone(), handle.id.clone())).await.is_err() {
+                        queue(&mut outbox, written);
                         self.retry_later();
                     }
                 }
@@ -284,9 +294,10 @@ impl Proxy {
     /// nothing more is owed it all the same (sdk soak, `v1.sdk.none.7633f1b72d33f45a`: three
     /// notifications written while every handshake was refused waited 250 s, until stdin closed).
     async fn notify(&self, notification: ClientNotification) {
-        self.outbox.lock().await.push_back(notification);
+        let written = Written { place: self.take_place(), note: notification };
+        queue(&mut *self.outbox.lock().await, written);
         let sent = match self.peer().await {
-            Ok(peer) => self.flush(&peer, &mut *self.outbox.lock().await).await.is_ok(),
+            Ok(peer) => self.flush(&peer, &mut *self.outbox.lock().await, u64::MAX).await.is_ok(),
             Err(_) => false,
         };
         if !sent {
@@ -294,7 +305,8 @@ impl Proxy {
         }
     }
 
-    /// Send the outbox in order, each notification tried again after a refusal
+    /// Send the outbox in order, up to the notifications written at `before` or later, each
+    /// notification tried again after a refusal
     /// (`NOTE_RETRIES` times, backing off). One still refused stays first, for the next flush:
     /// the error is the last refusal. A session that ended ends the flush at once (the next
     /// request connects again). A session the server forgot (HTTP 404) is left at once: rmcp
@@ -303,9 +315,9 @@ impl Proxy {
     /// notification gets the same 404 unrecovered), so a bridge that kept it sent the client's
     /// notifications into a dead session until stdin closed, and failed every request behind
     /// them (sdk hunt seed 2026, `v1.sdk.none.f5d785d4575a1a18`).
-    async fn flush(&self, peer: &Peer<RoleClient>, outbox: &mut VecDeque<ClientNotification>) -> Result<(), Refusal> {
-        while let Some(note) = outbox.front().cloned() {
-            let Some(routed) = self.route(note) else {
+    async fn flush(&self, peer: &Peer<RoleClient>, outbox: &mut Outbox, before: u64) -> Result<(), Refusal> {
+        while let Some(written) = outbox.front().filter(|written| written.place < before).cloned() {
+            let Some(routed) = self.route(written) else {
                 outbox.pop_front();
                 continue;
             };
@@ -325,6 +337,12 @@ impl Proxy {
             outbox.pop_front();
         }
         Ok(())
+    }
+
+    /// The next place in the client's order: taken by each message's handler before its first
+    /// wait.
+    fn take_place(&self) -> u64 {
+        self.written.fetch_add(1, Ordering::SeqCst)
     }
 
     /// Whether `peer` still speaks for the bridge's upstream session.
@@ -370,7 +388,7 @@ impl Proxy {
                 }
                 let Ok(peer) = proxy.peer().await else { continue };
                 let mut outbox = proxy.outbox.lock().await;
-                if outbox.is_empty() || proxy.flush(&peer, &mut outbox).await.is_ok() {
+                if outbox.is_empty() || proxy.flush(&peer, &mut outbox, u64::MAX).await.is_ok() {
                     break;
                 }
             }
@@ -385,7 +403,8 @@ impl Proxy {
     /// (the client's notification is owed delivery, MODEL.md §4.10) and cancels nothing there,
     /// as the client's id named nothing upstream (soak token v1.sdk.none.061b87839e741ca2: the
     /// bridge dropped it). Called under the outbox's lock, where no request is being numbered.
-    fn route(&self, note: ClientNotification) -> Option<ClientNotification> {
+    fn route(&self, written: Written) -> Option<ClientNotification> {
+        let note = written.note.clone();
         let ClientNotification::CancelledNotification(cancel) = &note else { return Some(note) };
         let Some(named) = cancel.params.request_id.clone() else { return Some(note) };
         let mut forwarded = lock(&self.forwarded);
@@ -395,7 +414,7 @@ impl Proxy {
         match entry {
             Some(Forwarded::Upstream(upstream)) => Some(renamed(note, upstream.clone())),
             Some(Forwarded::Numbering(waiting)) => {
-                waiting.push(note);
+                waiting.push(written);
                 None
             }
             None if collides => Some(renamed(note, unnumbered(&named))),
@@ -412,6 +431,23 @@ fn same_session(service: &Upstream, peer: &Peer<RoleClient>) -> bool {
 /// How rmcp's error for an HTTP 404 to a POST with a session id reads
 /// (`StreamableHttpError::SessionExpired`, src/transport/streamable_http_client.rs:257).
 const SESSION_EXPIRED: &str = "Session expired (HTTP 404)";
+
+/// A client's notification waiting to go upstream, with its place in the client's order.
+#[derive(Clone)]
+struct Written {
+    place: u64,
+    note: ClientNotification,
+}
+
+/// The client's notifications not yet sent, by place: the order the client wrote them in.
+type Outbox = VecDeque<Written>;
+
+/// Put `written` back in the outbox at its place (a cancellation that waited for its request,
+/// one its session did not take): the outbox stays in the client's order.
+fn queue(outbox: &mut Outbox, written: Written) {
+    let at = outbox.partition_point(|queued| queued.place < written.place);
+    outbox.insert(at, written);
+}
 
 /// Why the outbox could not be sent: the server forgot the session (the bridge has left it),
 /// or refused a notification past the retries.

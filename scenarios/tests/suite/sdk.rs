@@ -271,6 +271,26 @@ fn a_request_waits_behind_a_refused_notification() {
     assert!(note.is_some() && call.is_some() && note < call, "the cancellation is accepted before the call is sent: {posts:?}");
 }
 
+// Goal: a request waits only for the notifications the client wrote before it. Method: the race
+// the seed-0x17c0ffee hunt found (v1.sdk.none.e15e8432b67aa731, shrunk): ping 1 is written at
+// 109 ms and waits for the session; the client's progress note follows at 149 ms; a 429 window
+// opens at 310 ms. The ping's flush sent every queued notification, the later note too, and the
+// ping failed "not sent, to keep the client's order: the server refused a notification the
+// client wrote before it", which was untrue (`user_outcomes`). Now the ping is POSTed as
+// written (and answered with the server's own 429), and the note waits its turn after it.
+#[test]
+fn a_request_never_waits_for_a_notification_written_after_it() {
+    let outcome = race("ping_behind_a_note_written_after_it");
+    let trace = scenarios::snapshot(&outcome.trace);
+    assert_eq!(outcome.violations, vec![], "{trace}");
+    let ping = outcome.trace.of_kind(kind::HTTP_POST).position(|(_, e)| e.text("method") == "ping");
+    let note = outcome.trace.of_kind(kind::HTTP_POST).position(|(_, e)| e.text("note") == "3");
+    assert!(ping.is_some() && ping < note, "the ping is POSTed before the later note:\n{trace}");
+    let answer = answer_to(&outcome, &serde_json::json!(1)).expect("ping 1 answered");
+    assert!(!answer.to_string().contains("not sent"), "the ping is not held for the later note: {answer}");
+    assert!(note_accepted(&outcome, "3"), "the note reaches the relayer once the window ends:\n{trace}");
+}
+
 // Goal: a refusal that outlasts the retries neither hangs the request behind it nor loses the
 // notification. Method: the K5 race with its 401 window stretched to 5 s: the call fails at once
 // saying it was not sent and why, and the cancellation, tried again on a capped backoff while
