@@ -523,7 +523,7 @@ fn no_needless_launch_flags_replacing_a_healthy_daemon() {
     assert!(found[0].detail.contains("pid 2"), "{}", found[0].detail);
     // A stall during the action that cut none of its attempts explains no replacement: the CLI
     // replaces only after a probe found the daemon idle, so the stall is not why (the excuse
-    // `UNRESPONSIVE` was any stall or hang between the action's start and the launch).
+    // `UNRESPONSIVE`, since removed, was any stall or hang between the action's start and the launch).
     let mut stalled = events;
     stalled.extend([fault(100, "daemon_stall", "start"), fault(300, "daemon_stall", "end")]);
     stalled.sort_by_key(|e| e.at_ms);
@@ -894,6 +894,42 @@ fn one_daemon_per_config_flags_two_daemons_left_running() {
     let found = run(one_daemon_per_config, events);
     assert_eq!(found.len(), 1);
     assert!(found[0].detail.contains("pids 1, 2"), "{}", found[0].detail);
+}
+
+// A hang at the end excuses a daemon left running only if its run had ended (here: a newer
+// daemon of its config started at 500 ms) and the hang held it from a poll after that to the
+// end. A hang that began long after the superseded daemon could have gone held nothing of it.
+#[test]
+fn one_daemon_per_config_excuses_only_a_superseded_daemon_a_hang_held_since_it_could_go() {
+    let events = |hang_from: u64| {
+        vec![
+            start(10, 1, "config-1"),
+            start(500, 2, "config-1"),
+            fault(hang_from, "process_hang", "start"),
+            daemon_reply(5_000, 2, "a2.1"),
+            done(6_000, 2),
+        ]
+    };
+    assert_eq!(run(one_daemon_per_config, events(400)), vec![]);
+    let found = run(one_daemon_per_config, events(5_900));
+    assert_eq!(found.len(), 1, "a hang begun at 5 900 ms held nothing: {found:?}");
+}
+
+// A stopped daemon that hangs is killed by the CLI that stopped it once `STOP_WAIT_MS` has
+// passed: after that, the hang excuses nothing.
+#[test]
+fn one_daemon_per_config_excuses_a_stopped_daemon_only_until_its_kill_is_due() {
+    let events = |end: u64| {
+        vec![
+            start(10, 1, "config-1"),
+            fault(100, "process_hang", "start"),
+            start(500, 2, "config-1"),
+            daemon_stop(600, 1, "c2.1-stop", 0, false),
+            done(end, 2),
+        ]
+    };
+    assert_eq!(run(one_daemon_per_config, events(3_000)), vec![]);
+    assert_eq!(run(one_daemon_per_config, events(7_000)).len(), 1);
 }
 
 #[test]

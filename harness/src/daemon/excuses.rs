@@ -21,10 +21,10 @@ pub const STALL: &str = "a stall silenced its daemon";
 pub const CROSSED: &str = "crossed frames carried its heartbeats away";
 /// A stall froze the request's work past one of its bounds, which fired as the stall ended.
 pub const THAWED: &str = "a stall froze its work past the bound that fired as the stall ended";
-/// A hang held at the end of the run: a daemon whose run ended (stopped, or superseded) waits
-/// out a `process_hang` before it exits, so it is still in the process table (the knob holds
-/// every daemon process of the machine, `daemon/process.rs`).
-pub const UNRESPONSIVE: &str = "a stall or hang made the daemon unresponsive";
+/// A daemon whose run ended (it accepted a stop, or a newer daemon of its config started)
+/// waits out a `process_hang` before it exits (`daemon/process.rs`), so it is still in the
+/// process table at the end of the run.
+pub const HUNG_ON_ITS_WAY_OUT: &str = "its run had ended and a hang held it from exiting until the end of the run";
 
 /// The longest a daemon leaves a client that asked for frames without one: `min(requested,
 /// 250)` ms (MODEL.md §2.4).

@@ -158,20 +158,39 @@ pub(super) fn action_of_control(id: &str) -> Option<u64> {
 /// At most one live daemon per config once launches settle: at the end of the run no config
 /// has two daemons that have both been up past the superseded daemon's exit poll, and the
 /// metadata (last written by the newest daemon) names a daemon that has not been stopped.
+///
+/// Excuse, by mechanism: a daemon whose run had ended, as the trace shows (it accepted a stop,
+/// or a newer daemon of its config started), waits out a `process_hang` before it exits
+/// (`bridge-under-test/src/daemon/process.rs`), so it is still in the process table. Only when
+/// every daemon of the config but the newest is such a daemon, the hang has held without a gap
+/// from a poll after its run could end (its reason or its last request, whichever is later) to
+/// the end of the run, and, for a stopped one, the CLI that stopped it is still within its
+/// `STOP_WAIT_MS` before it kills a daemon that will not go (`replace.rs`, `wait_gone`).
 pub fn one_daemon_per_config(facts: &Facts<'_>) -> Vec<Violation> {
     let end_ms = facts.trace.events.last().map_or(0, |e| e.at_ms);
     let settle_ms = POLL_MS + facts.slack_ms;
     let mut live: BTreeMap<u64, (String, u64, usize)> = BTreeMap::new();
     let mut last_active: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut ended: BTreeMap<u64, RunEnded> = BTreeMap::new();
     let mut newest: Option<(u64, usize)> = None;
     let mut stopped_newest = None;
     for (index, event) in facts.trace.events.iter().enumerate() {
         let pid = event.num("pid");
         match event.kind.as_str() {
             kind::DAEMON_START => {
-                live.insert(pid, (event.text("config"), event.at_ms, index));
+                let config = event.text("config");
+                for (older, _) in live.iter().filter(|(_, (c, _, _))| *c == config) {
+                    ended.entry(*older).or_insert(RunEnded::Superseded(event.at_ms));
+                }
+                live.insert(pid, (config, event.at_ms, index));
                 newest = Some((pid, index));
                 stopped_newest = None;
+            }
+            // A stop it accepted puts a CLI on the watch for it to go, whatever ended it first.
+            kind::DAEMON_STOP if !yes(event, "refused") => {
+                if !matches!(ended.get(&pid), Some(RunEnded::Stopped(_))) {
+                    ended.insert(pid, RunEnded::Stopped(event.at_ms));
+                }
             }
             kind::DAEMON_REQUEST | kind::DAEMON_REPLY => {
                 last_active.insert(pid, event.at_ms);
@@ -195,17 +214,27 @@ pub fn one_daemon_per_config(facts: &Facts<'_>) -> Vec<Violation> {
             .or_default()
             .push((*pid, since, *index));
     }
-    for (config, daemons) in by_config {
+    // The daemon left in the process table by a hang: its run had ended, the hang held from a
+    // poll after that to the end, and no CLI was yet due to kill it.
+    let hung = |pid: u64, since: u64| {
+        let Some(reason) = ended.get(&pid) else { return false };
+        let from = (reason.at_ms().max(since) + POLL_MS).min(end_ms);
+        let held = facts.held_by_ms(&["process_hang"], from, end_ms) >= end_ms - from;
+        let kill_due = matches!(reason, RunEnded::Stopped(at) if at + STOP_WAIT_MS + settle_ms <= end_ms);
+        held && !kill_due
+    };
+    for (config, mut daemons) in by_config {
         let settled = daemons
             .iter()
             .all(|(_, since, _)| since + settle_ms <= end_ms);
-        let hung = facts.held_during("process_hang", end_ms.saturating_sub(facts.slack_ms), end_ms);
+        daemons.sort_by_key(|(_, _, started)| *started);
+        let older = &daemons[..daemons.len().saturating_sub(1)];
         if daemons.len() <= 1 || !settled {
             verdicts::held();
-        } else if hung {
-            // A stopped daemon that hangs before it exits is still in the process table.
-            verdicts::excused(super::excuses::UNRESPONSIVE);
+        } else if older.iter().all(|(pid, since, _)| hung(*pid, *since)) {
+            verdicts::excused(super::excuses::HUNG_ON_ITS_WAY_OUT);
         } else {
+            daemons.sort_by_key(|(pid, _, _)| *pid);
             let pids: Vec<String> = daemons.iter().map(|(pid, _, _)| pid.to_string()).collect();
             let detail = format!("pids {} all still run config {config}", pids.join(", "));
             found.push(facts.violation("one_daemon_per_config", daemons[1].2, detail));
@@ -216,6 +245,22 @@ pub fn one_daemon_per_config(facts: &Facts<'_>) -> Vec<Violation> {
         found.push(facts.violation("one_daemon_per_config", index, detail));
     }
     capped(found)
+}
+
+/// Why a daemon's run ended, as the trace shows it, and when: it accepted a stop, or a newer
+/// daemon of its config started (it leaves at a poll once no connection is left).
+#[derive(Debug, Clone, Copy)]
+enum RunEnded {
+    Stopped(u64),
+    Superseded(u64),
+}
+
+impl RunEnded {
+    fn at_ms(self) -> u64 {
+        match self {
+            Self::Stopped(at) | Self::Superseded(at) => at,
+        }
+    }
 }
 
 /// A daemon the CLI launched comes up (`daemon.start`, its metadata written) or is gone
