@@ -187,10 +187,8 @@ pub fn one_daemon_per_config(facts: &Facts<'_>) -> Vec<Violation> {
                 stopped_newest = None;
             }
             // A stop it accepted puts a CLI on the watch for it to go, whatever ended it first.
-            kind::DAEMON_STOP if !yes(event, "refused") => {
-                if !matches!(ended.get(&pid), Some(RunEnded::Stopped(_))) {
-                    ended.insert(pid, RunEnded::Stopped(event.at_ms));
-                }
+            kind::DAEMON_STOP if !yes(event, "refused") && !matches!(ended.get(&pid), Some(RunEnded::Stopped(_))) => {
+                ended.insert(pid, RunEnded::Stopped(event.at_ms));
             }
             kind::DAEMON_REQUEST | kind::DAEMON_REPLY => {
                 last_active.insert(pid, event.at_ms);
