@@ -111,6 +111,11 @@ pub struct Facts<'a> {
     pub stories: Stories,
     /// Replies that matched no outstanding request: `(event index, id, ever requested)`.
     pub unmatched: Vec<(usize, String, bool)>,
+    /// Whether the bridge posts in the client's order, one message at a time (MODEL.md §1.4's
+    /// pump): the relay family's own bridge, or a bridge whose profile promises
+    /// `client_order_kept`. Only then does a refusal of a request written before another hold
+    /// that one back.
+    pub serial_pump: bool,
 }
 
 impl<'a> Facts<'a> {
@@ -128,6 +133,10 @@ impl<'a> Facts<'a> {
             requests: Vec::new(),
             stories: Stories::default(),
             unmatched: Vec::new(),
+            serial_pump: spec.is_some_and(|e| {
+                let own = e.text("family") == "relay" && e.text("engine") != "live";
+                own || e.text("promises").split('+').any(|promise| promise == "client_order_kept")
+            }),
         };
         facts.match_replies();
         facts.stories = Stories::new(&facts);

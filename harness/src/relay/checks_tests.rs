@@ -1703,6 +1703,28 @@ fn user_outcomes_excuses_a_request_held_behind_a_refused_post() {
     }
 }
 
+// Issue #28: a refusal of a request written before it holds a request back only in a serial
+// pump (the relay family's bridge, or a profile promising `client_order_kept`). The sdk bridge
+// sends requests side by side: call 1's refused POST held nothing of list 2, which it failed
+// with a close-out of its own.
+#[test]
+fn user_outcomes_excuses_a_refused_earlier_request_only_for_a_serial_pump() {
+    let outcome = |family: &str, promises: &str| {
+        let fields = [("family", json!(family)), ("promises", json!(promises)), ("call_timeout_ms", json!(1_000)), ("sweep_period_ms", json!(500)), ("slack_ms", json!(10)), ("horizon_ms", json!(10_000))];
+        let mut events = vec![TraceEvent::new(0, host::SIM, kind::RUN_SPEC, &fields), r_open(0, "s1"), r_post(5, "s1", "relay-init-1", "initialize", "", 202)];
+        events.push(send(10, &call(json!(1), "a1")));
+        events.push(send(20, &list(json!(2))));
+        events.push(r_post(30, "s1", "1", "tools/call", "a1", 429));
+        events.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true)));
+        events.push(recv(1_410, &json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32001, "message": "tools/list: no answer in time"}})));
+        run(outcome_checks::user_outcomes, events)
+    };
+    assert_clean(&outcome("relay", ""));
+    assert_clean(&outcome("sdk", "client_order_kept"));
+    let found = outcome("sdk", "notifications_keep_meta");
+    assert!(found.len() == 1 && found[0].detail.contains("tools/list id 2"), "{found:#?}");
+}
+
 // Issue #28: the relayer refused call 1's first POST (429), the bridge retried and the relayer
 // accepted the retry and ran it; the client then read a close-out. The refusal no longer stood
 // between the call and its answer: the lost answer is owed. Refused with no accepted POST after,

@@ -114,22 +114,25 @@ impl Facts<'_> {
         initialize || closed_out
     }
 
-    /// Whether `post` carried something a serial pump sends before request `n`: a request the
-    /// client wrote before it, a notification of a method the client had written before it, or
-    /// a session's handshake (an `initialize` or `notifications/initialized` the bridge sent on
-    /// its own: the session carries nothing before it).
+    /// Whether `post` carried something the bridge sends before request `n`: a notification of
+    /// a method the client had written before it, a session's handshake (an `initialize` or
+    /// `notifications/initialized` the bridge sent on its own: the session carries nothing
+    /// before it), and, for a serial pump only, a request the client wrote before it. A bridge
+    /// that sends requests side by side (sdk, the bridges people install) holds none behind
+    /// another's refusal.
     fn queued_before(&self, n: usize, post: &(usize, u64, String, String, String, u64)) -> bool {
         let written = self.requests[n].index;
-        if let Some(owner) = self.stories.post_owner(post.0) {
-            return owner < n;
-        }
         let method = post.4.as_str();
+        let handshake = matches!(method, "initialize" | "notifications/initialized");
+        if let Some(owner) = self.stories.post_owner(post.0) {
+            return owner < n && (self.serial_pump || handshake);
+        }
         let by_client = |upto: usize| {
             self.trace.events[..upto]
                 .iter()
                 .any(|e| e.host == host::CLIENT && e.kind == kind::MCP_SEND && message(e).get("method").and_then(Value::as_str) == Some(method))
         };
-        matches!(method, "initialize" | "notifications/initialized") || by_client(written)
+        handshake || by_client(written)
     }
 
     /// How often the bridge's watchdog checks for silence: `max(500, idle/3)` (MODEL.md §1.3).
@@ -345,13 +348,14 @@ impl Facts<'_> {
         // in the queue an outage left (relay soak v1.relay.none.dba7d79bebb7a81d: nine requests
         // buffered through a bounce's reconnect, the tenth written as the stream came back and
         // POSTed 1 344 ms later, past its 1 316 ms deadline). The backlog must be moving: a pump
-        // that idles with requests waiting is `requests_posted_promptly`'s to judge.
+        // that idles with requests waiting is `requests_posted_promptly`'s to judge. A bridge
+        // that sends requests side by side has no such queue.
         let own_first = story.posts.first().map_or(end, |p| p.at_ms);
         let backlog = self.requests[..n].iter().zip(&self.stories.of).any(|(ahead, ahead_story)| {
             self.stories.no_stream_during(ahead.at_ms, ahead.at_ms)
                 && ahead_story.posts.iter().any(|p| p.at_ms + self.slack_ms >= request.at_ms && p.at_ms <= own_first)
         });
-        if backlog && own_first + 2 * self.slack_ms >= deadline {
+        if self.serial_pump && backlog && own_first + 2 * self.slack_ms >= deadline {
             return Some("the backlog an outage left held it in the pump's queue past its deadline");
         }
         // A held link carries nothing either way: a request whose life ended while it held (or
