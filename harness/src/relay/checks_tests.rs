@@ -2610,22 +2610,28 @@ fn notifications_delivered_gives_a_bridge_without_a_deadline_a_reconnects_time()
 // Relay soak token v1.relay.none.e48fc9a2256474a3: a flap cut every stream from before the
 // notification until the client left, so the bridge never had a session to send it on. Its time
 // to deliver runs from the end of the last fault window open before the client left, not from
-// the write.
+// the write. Issue #28: only a cut that cut something (the relayer ended a stream, or went
+// down, inside its window) holds the bridge off; a flap that found its stream open and left it
+// so held nothing.
 #[test]
 fn notifications_delivered_gives_no_time_while_a_fault_holds_the_bridge_off() {
     let flap = |phase: &str, at_ms: u64| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("stream_flap")), ("phase", json!(phase)), ("detail", json!("f"))]);
-    let flapping_until = |end_ms: u64| {
+    let flapping_until = |end_ms: u64, cut: bool| {
         let mut events = note_sent();
         events[0] = spec(1_000, 500, 10, 100_000);
         events.insert(1, flap("start", 5)); // 1
+        if cut {
+            events.push(stream_close(12, "s1"));
+        }
         if end_ms < 60_000 {
             events.push(flap("end", end_ms));
         }
         events.push(client_eof(60_000));
         events
     };
-    assert_clean(&run(outcome_checks::notifications_delivered, flapping_until(100_000)));
-    assert_one(&run(outcome_checks::notifications_delivered, flapping_until(20)), "notifications_delivered", 3, "never reached the relayer");
+    assert_clean(&run(outcome_checks::notifications_delivered, flapping_until(100_000, true)));
+    assert_one(&run(outcome_checks::notifications_delivered, flapping_until(100_000, false)), "notifications_delivered", 3, "never reached the relayer");
+    assert_one(&run(outcome_checks::notifications_delivered, flapping_until(20, true)), "notifications_delivered", 3, "never reached the relayer");
 }
 
 // Issue #28: only an effect that held the notification's way restarts its settle time: a

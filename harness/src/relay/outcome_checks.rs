@@ -1309,7 +1309,8 @@ const NOTE_WRITTEN_LATE: &str = "the client left before a reconnect's time had p
 ///   outbox sends in order, so any POST's refusal holds what queues behind it): the refusal
 ///   itself, observed, not the window it fell in (a window that refused nothing held nothing);
 /// - `stream_eof`, `stream_flap`, `relayer_bounce`: a stream closed or connects failed until
-///   the heal (a restart's: the relayer's next start);
+///   the heal (a restart's: the relayer's next start), if the relayer ended a stream or went
+///   down inside the window (observed: a cut that found no stream cut nothing);
 /// - `stream_stall`, `link_hold`: bytes held until the window's end.
 ///
 /// `withhold_replies` holds only replies, and `stdin_eof` is the client's own leaving: neither
@@ -1325,12 +1326,20 @@ fn notes_held_off(facts: &Facts<'_>, eof: u64) -> Option<(u64, &'static str)> {
         .filter(|at| *at <= eof)
         .max()
         .map(|at| (at, "the client left within a reconnect's time of a POST the relayer refused or a reset cut"));
-    let fault = |names: &[&str], mechanism: &'static str| {
+    let fault = |names: &[&str], acted: &dyn Fn(u64, u64) -> bool, mechanism: &'static str| {
         let faults = facts.stories.global_faults.iter().filter(|(name, start, _)| names.contains(&name.as_str()) && *start <= eof);
-        faults.map(|(name, start, end)| facts.healed_ms(name, *start, *end)).max().map(|at| (at, mechanism))
+        let healed = faults.map(|(name, start, end)| (*start, facts.healed_ms(name, *start, *end)));
+        healed.filter(|(start, healed)| acted(*start, *healed)).map(|(_, healed)| healed).max().map(|at| (at, mechanism))
     };
-    let cut = fault(CUTTING_FAULTS, "the client left within a reconnect's time of the heal of a fault that closed its streams or failed its connects");
-    let held = fault(&["stream_stall", "link_hold"], "the client left within a reconnect's time of the end of a stall or held link that kept its bytes");
+    // A cut acted only if the relayer ended a stream (not one it had finished, not one the
+    // bridge closed) or went down inside its window: one that found nothing to cut held nothing.
+    let cut_something = |start: u64, healed: u64| {
+        let inside = |at: u64| start <= at && at <= healed + facts.slack_ms;
+        let ended = facts.stories.streams.iter().any(|s| s.closed_ms.is_some_and(inside) && !s.closed_by_client && !s.completed);
+        ended || facts.stories.restarts.iter().any(|(killed, _)| inside(*killed))
+    };
+    let cut = fault(CUTTING_FAULTS, &cut_something, "the client left within a reconnect's time of the heal of a fault that closed its streams or failed its connects");
+    let held = fault(&["stream_stall", "link_hold"], &|_, _| true, "the client left within a reconnect's time of the end of a stall or held link that kept its bytes");
     [refused, cut, held].into_iter().flatten().max_by_key(|(at, _)| *at)
 }
 
