@@ -198,10 +198,11 @@ impl Proxy {
     /// wrote before it (`place` is the request's in the client's order), and only those: one
     /// written after it waits for it, not it for one (sdk hunt seed 0x17c0ffee,
     /// `v1.sdk.none.e15e8432b67aa731`: a ping that waited for the session failed "not sent, to
-    /// keep the client's order" behind a progress note the client wrote 40 ms after it). rmcp fails its own pending request of an id as soon as a cancellation
-    /// naming that id has been sent (src/service.rs:1547-1553): deciding what a cancellation
-    /// names and rmcp numbering a request must not interleave, or a cancellation sent as
-    /// written names the request rmcp numbers meanwhile (docs/findings.md, K2).
+    /// keep the client's order" behind a progress note the client wrote 40 ms after it). rmcp
+    /// fails its own pending request of an id as soon as a cancellation naming that id has been
+    /// sent (src/service.rs:1547-1553): deciding what a cancellation names and rmcp numbering a
+    /// request must not interleave, or a cancellation sent as written names the request rmcp
+    /// numbers meanwhile (docs/findings.md, K2).
     async fn send_and_wait(
         &self,
         request: ClientRequest,

@@ -221,18 +221,16 @@ pub fn one_daemon_per_config(facts: &Facts<'_>) -> Vec<Violation> {
         let kill_due = matches!(reason, RunEnded::Stopped(at) if at + STOP_WAIT_MS + settle_ms <= end_ms);
         held && !kill_due
     };
-    for (config, mut daemons) in by_config {
+    for (config, daemons) in by_config {
         let settled = daemons
             .iter()
             .all(|(_, since, _)| since + settle_ms <= end_ms);
-        daemons.sort_by_key(|(_, _, started)| *started);
-        let older = &daemons[..daemons.len().saturating_sub(1)];
+        let newest = daemons.iter().map(|(_, _, started)| *started).max();
         if daemons.len() <= 1 || !settled {
             verdicts::held();
-        } else if older.iter().all(|(pid, since, _)| hung(*pid, *since)) {
+        } else if daemons.iter().filter(|(_, _, started)| Some(*started) != newest).all(|(pid, since, _)| hung(*pid, *since)) {
             verdicts::excused(super::excuses::HUNG_ON_ITS_WAY_OUT);
         } else {
-            daemons.sort_by_key(|(pid, _, _)| *pid);
             let pids: Vec<String> = daemons.iter().map(|(pid, _, _)| pid.to_string()).collect();
             let detail = format!("pids {} all still run config {config}", pids.join(", "));
             found.push(facts.violation("one_daemon_per_config", daemons[1].2, detail));

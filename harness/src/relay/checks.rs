@@ -133,10 +133,10 @@ impl<'a> Facts<'a> {
             requests: Vec::new(),
             stories: Stories::default(),
             unmatched: Vec::new(),
-            serial_pump: spec.is_some_and(|e| {
-                let own = e.text("family") == "relay" && e.text("engine") != "live";
-                own || e.text("promises").split('+').any(|promise| promise == "client_order_kept")
-            }),
+            serial_pump: {
+                let own = spec.is_some_and(|e| e.text("family") == "relay") && !super::oracles::is_live(trace);
+                own || super::oracles::promised(trace, "client_order_kept")
+            },
         };
         facts.match_replies();
         facts.stories = Stories::new(&facts);

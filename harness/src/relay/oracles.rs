@@ -77,17 +77,20 @@ const INITIALIZE_ANSWERED: &str = "initialize_answered";
 /// Judge a live trace: the universal oracles, and the policy oracles its bridge's profile
 /// promised, as its `run.spec` records them (so `harness check` judges a saved live trace alike).
 pub fn judge(trace: &Trace, schema: &McpSchema) -> Vec<Violation> {
-    let spec = trace.first(kind::RUN_SPEC);
-    let promises = spec.map(|e| e.text("promises")).unwrap_or_default();
-    let promised: Vec<&str> = promises.split('+').collect();
-    let exit_within_ms = spec.map_or(0, |e| e.num("exit_within_ms"));
+    let exit_within_ms = trace.first(kind::RUN_SPEC).map_or(0, |e| e.num("exit_within_ms"));
     let facts = Facts::new(trace, schema);
-    let mut judged: Vec<_> = CHECKERS.iter().copied().filter(|(name, _)| UNIVERSAL.contains(name) || promised.contains(name)).collect();
+    let mut judged: Vec<_> = CHECKERS.iter().copied().filter(|(name, _)| UNIVERSAL.contains(name) || promised(trace, name)).collect();
     judged.push((INITIALIZE_ANSWERED, initialize_answered));
     let mut found = crate::verdicts::run(&judged, &facts);
     found.extend(stdout_only_jsonrpc(trace));
     found.extend(process_lifetime(trace, exit_within_ms));
     found
+}
+
+/// Whether the bridge's profile, as the trace's `run.spec` records it, promises what `oracle`
+/// judges.
+pub fn promised(trace: &Trace, oracle: &str) -> bool {
+    trace.first(kind::RUN_SPEC).is_some_and(|e| e.text("promises").split('+').any(|promise| promise == oracle))
 }
 
 /// Whether a trace was recorded by the live engine.

@@ -1326,20 +1326,21 @@ fn notes_held_off(facts: &Facts<'_>, eof: u64) -> Option<(u64, &'static str)> {
         .filter(|at| *at <= eof)
         .max()
         .map(|at| (at, "the client left within a reconnect's time of a POST the relayer refused or a reset cut"));
-    let fault = |names: &[&str], acted: &dyn Fn(u64, u64) -> bool, mechanism: &'static str| {
-        let faults = facts.stories.global_faults.iter().filter(|(name, start, _)| names.contains(&name.as_str()) && *start <= eof);
-        let healed = faults.map(|(name, start, end)| (*start, facts.healed_ms(name, *start, *end)));
-        healed.filter(|(start, healed)| acted(*start, *healed)).map(|(_, healed)| healed).max().map(|at| (at, mechanism))
+    // The windows of `names` begun before EOF: (start, heal).
+    let windows = |names: &'static [&'static str]| {
+        let faults = facts.stories.global_faults.iter().filter(move |(name, start, _)| names.contains(&name.as_str()) && *start <= eof);
+        faults.map(|(name, start, end)| (*start, facts.healed_ms(name, *start, *end)))
     };
-    // A cut acted only if the relayer ended a stream (not one it had finished, not one the
-    // bridge closed) or went down inside its window: one that found nothing to cut held nothing.
-    let cut_something = |start: u64, healed: u64| {
+    // A cut acted only if the relayer cut a stream or went down inside its window: one that
+    // found nothing to cut held nothing.
+    let cut_something = |&(start, healed): &(u64, u64)| {
         let inside = |at: u64| start <= at && at <= healed + facts.slack_ms;
-        let ended = facts.stories.streams.iter().any(|s| s.closed_ms.is_some_and(inside) && !s.closed_by_client && !s.completed);
-        ended || facts.stories.restarts.iter().any(|(killed, _)| inside(*killed))
+        facts.stories.streams.iter().any(|s| s.cut_ms().is_some_and(inside)) || facts.stories.restarts.iter().any(|(killed, _)| inside(*killed))
     };
-    let cut = fault(CUTTING_FAULTS, &cut_something, "the client left within a reconnect's time of the heal of a fault that closed its streams or failed its connects");
-    let held = fault(&["stream_stall", "link_hold"], &|_, _| true, "the client left within a reconnect's time of the end of a stall or held link that kept its bytes");
+    let cut = windows(CUTTING_FAULTS).filter(cut_something).map(|(_, healed)| healed).max();
+    let cut = cut.map(|at| (at, "the client left within a reconnect's time of the heal of a fault that closed its streams or failed its connects"));
+    let held = windows(&["stream_stall", "link_hold"]).map(|(_, healed)| healed).max();
+    let held = held.map(|at| (at, "the client left within a reconnect's time of the end of a stall or held link that kept its bytes"));
     [refused, cut, held].into_iter().flatten().max_by_key(|(at, _)| *at)
 }
 
