@@ -67,6 +67,11 @@ pub struct LiveArgs {
     /// Draw the failing (or replayed) case's trace here.
     #[arg(long)]
     html: Option<std::path::PathBuf>,
+    /// In a hunt, append one JSON line per case here as it ends (its index, token, seconds, and
+    /// each violation's oracle, time and detail), so a long hunt's verdicts survive an
+    /// interruption and can be sorted into classes (docs/findings/classify.py).
+    #[arg(long, conflicts_with = "replay")]
+    report: Option<std::path::PathBuf>,
     /// Run the bridge's clock K times faster than the wall clock (libfaketime), with the mock
     /// server, the client and the fault plan scaled to match (default: the profile's, else 1).
     #[arg(long)]
@@ -119,7 +124,14 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
     let mut tally = Tally::default();
     let mut failed = Vec::new();
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut case_report = match &args.report {
+        Some(path) => Some(CaseReport::create(path)?),
+        None => None,
+    };
     run_rolling(base, &args, &bridge, |done| {
+        if let Some(case_report) = case_report.as_mut() {
+            case_report.write(&done);
+        }
         tally.cases += 1;
         tally.case_ms += done.judged.wall_ms;
         tally.bridge_ms += done.judged.trace.events.last().map_or(0, |e| e.at_ms);
@@ -135,6 +147,9 @@ pub fn live_command(args: LiveArgs, parse_seed: fn(&str) -> Result<u64, String>,
         bar.tick(tally.cases, tally.failed);
     })?;
     bar.finish();
+    if let Some(case_report) = case_report {
+        case_report.finish()?;
+    }
     let wall_s = started.elapsed().as_secs_f64().max(1e-9);
     failed.sort_by_key(|done| done.index);
     if !args.keep_going {
@@ -204,6 +219,46 @@ struct Done {
     index: u64,
     case: Case,
     judged: Judged,
+}
+
+/// `--report`: one JSON line per case, written and flushed as the case ends.
+struct CaseReport {
+    path: std::path::PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+    /// The first write that failed; the hunt goes on, and the command fails at its end.
+    error: Option<String>,
+}
+
+impl CaseReport {
+    fn create(path: &std::path::Path) -> Result<Self, String> {
+        let file = std::fs::File::create(path).map_err(|e| format!("--report {}: {e}", path.display()))?;
+        Ok(Self { path: path.to_path_buf(), file: std::io::BufWriter::new(file), error: None })
+    }
+
+    fn write(&mut self, done: &Done) {
+        use std::io::Write;
+        let violations: Vec<serde_json::Value> = done
+            .judged
+            .violations
+            .iter()
+            .map(|v| serde_json::json!({"oracle": v.invariant, "at_ms": v.at_ms, "detail": v.detail}))
+            .collect();
+        let line = serde_json::json!({
+            "index": done.index,
+            "token": done.case.token(),
+            "wall_s": done.judged.wall_ms as f64 / 1000.0,
+            "oracles": oracles(&done.judged.violations),
+            "violations": violations,
+        });
+        let written = writeln!(self.file, "{line}").and_then(|()| self.file.flush());
+        if let Err(e) = written {
+            self.error.get_or_insert_with(|| format!("--report {}: {e}", self.path.display()));
+        }
+    }
+
+    fn finish(self) -> Result<(), String> {
+        self.error.map_or(Ok(()), Err)
+    }
 }
 
 /// Run cases `0..args.cases` under `base`, `args.concurrency` at a time, each slot taking the
@@ -446,4 +501,40 @@ fn write_outputs(case: &Case, judged: &Judged, args: &LiveArgs) -> Result<(), St
         println!("html: {}", path.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A hunt's report holds one line per case as it ended, each violation's oracle and detail
+    // with it, and is on disk before the hunt ends.
+    #[test]
+    fn a_hunts_report_holds_each_case_as_it_ends() {
+        let path = std::env::temp_dir().join(format!("live-report-{}.jsonl", std::process::id()));
+        let violation = Violation { invariant: "user_outcomes".to_string(), at_ms: 1_200, event_index: 7, detail: "call 3 never answered".to_string() };
+        let done = |index: u64, violations: Vec<Violation>| Done {
+            index,
+            case: live::case(7, index),
+            judged: Judged { trace: harness::trace::Trace { events: Vec::new() }, violations, stderr: Vec::new(), wall_ms: 2_500 },
+        };
+        let mut report = CaseReport::create(&path).expect("the report opens");
+        report.write(&done(1, vec![violation.clone(), violation]));
+        let first = std::fs::read_to_string(&path).expect("the report is written");
+        report.write(&done(0, Vec::new()));
+        report.finish().expect("every line was written");
+        let text = std::fs::read_to_string(&path).expect("the report is written");
+        std::fs::remove_file(&path).ok();
+        assert_eq!(first.lines().count(), 1, "the first case is on disk before the next ends");
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).expect("one JSON value per line")).collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["index"], 1);
+        assert_eq!(lines[0]["token"], live::case(7, 1).token());
+        assert_eq!(lines[0]["wall_s"], 2.5);
+        assert_eq!(lines[0]["oracles"], serde_json::json!(["user_outcomes"]));
+        assert_eq!(lines[0]["violations"][1]["detail"], "call 3 never answered");
+        assert_eq!(lines[0]["violations"][1]["at_ms"], 1_200);
+        assert_eq!(lines[1]["oracles"], serde_json::json!([]));
+        assert!(CaseReport::create(std::path::Path::new("/nonexistent-dir/r.jsonl")).is_err_and(|e| e.starts_with("--report /nonexistent-dir/r.jsonl")));
+    }
 }

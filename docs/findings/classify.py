@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Sort a live hunt's failed cases into the findings page's classes, by rules over their verdicts.
+
+Usage:
+  classify.py REPORT.jsonl BRIDGE              classes and how many cases show each
+  classify.py REPORT.jsonl BRIDGE OLD.jsonl    the same, then case by case against an older hunt
+                                               of the same seed (which cases changed oracles)
+
+REPORT is what `harness live ... --report REPORT.jsonl` wrote (one JSON line per case: index,
+token, wall_s, oracles, violations [{oracle, at_ms, detail}]). BRIDGE is supergateway, mcp-proxy
+or mcp-remote. A case counts once per class it shows. The verdicts no rule explains are printed
+last: each is a case to replay (`harness live --replay TOKEN --runs 3`) and read, then either a
+new class here (and a section of docs/findings.md) or a harness error to fix.
+
+The rules match the text the oracles write (harness/src/relay/), so a changed detail can move a
+verdict to "unexplained": that is the signal to read it again, never to widen a rule blindly.
+"""
+import collections
+import json
+import re
+import sys
+
+BIG = 2**53
+
+
+def big_id(detail):
+    m = re.search(r'(?:tools/call|tools/list|ping|initialize) id (-?\d+)', detail)
+    return bool(m) and abs(int(m.group(1))) > BIG
+
+
+def of_bridge(bridge, **names):
+    return names.get(bridge.replace('-', '_'), names.get('other'))
+
+
+def classify(bridge, oracle, detail):
+    """The class of one verdict, or None when no rule explains it."""
+    if oracle in ('user_outcomes', 'bounded_latency') and big_id(detail):
+        return of_bridge(bridge, supergateway='S5', mcp_remote='M8', other='big id')
+    # A line with no method (an invalid request) is named by its id alone.
+    if oracle == 'bounded_latency' and ('malformed line' in detail or re.match(r'\s*id (\d+|"[^"]*") sent', detail)):
+        return 'invalid lines'
+    if oracle == 'sessions_initialized' and 'never initialized' in detail:
+        return of_bridge(bridge, supergateway='S1', mcp_remote='M5', other='uninitialized session')
+    if oracle == 'sessions_initialized' and 'a second time' in detail:
+        return of_bridge(bridge, mcp_remote='M6', other='initialized twice')
+    if oracle == 'server_messages_delivered' and 'never read it' in detail:
+        return of_bridge(bridge, supergateway='S2', mcp_proxy='P4', other='server message lost')
+    if oracle in ('initialize_answered', 'lives_until_stdin_closes'):
+        if 'process exited' in detail or 'while its stdin was still open' in detail:
+            return of_bridge(bridge, supergateway='S3 exit', mcp_proxy='P5', mcp_remote='M1')
+        if 'still waiting' in detail:
+            return of_bridge(bridge, supergateway='S3 hang', mcp_proxy='P6', mcp_remote='M1')
+    if oracle == 'user_outcomes' and "timed out after 30s waiting for the remote server to answer 'initialize'" in detail:
+        return 'M3'
+    if oracle == 'user_outcomes' and ('"code":0,"message":""' in detail
+                                      or '"text":"","type":"text"}],"isError":true' in detail
+                                      or 'never sent it again and never answered it' in detail):
+        return 'P7'
+    if oracle == 'one_reply_per_id' and 'a second reply for id' in detail:
+        return 'M2'
+    if oracle == 'exits_after_stdin_closes' and bridge == 'mcp-proxy':
+        return 'P6 (stdin unread while its start-up hangs)'
+    if oracle == 'reply_accounting' and bridge == 'mcp-proxy' and 'Conn' in detail:
+        return 'P7 (a reply lost as the session died)'
+    if oracle == 'notifications_delivered':
+        if 'accepted the client' in detail:
+            return 'a notification dropped while a later message went'
+        return 'a notification never sent'
+    return None
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def main():
+    if len(sys.argv) not in (3, 4):
+        sys.exit(__doc__)
+    cases, bridge = load(sys.argv[1]), sys.argv[2]
+    if bridge not in ('supergateway', 'mcp-proxy', 'mcp-remote'):
+        sys.exit(f'unknown bridge {bridge!r}: supergateway, mcp-proxy or mcp-remote')
+    failed = [c for c in cases if c['violations']]
+    per, unexplained = collections.Counter(), []
+    for case in failed:
+        shown = set()
+        for v in case['violations']:
+            name = classify(bridge, v['oracle'], v['detail'])
+            if name is None:
+                unexplained.append((case['token'], v['oracle'], v['detail'][:240]))
+            else:
+                shown.add(name)
+        per.update(shown)
+    print(f'{len(failed)} of {len(cases)} cases failed')
+    for name, n in per.most_common():
+        print(f'  {n:4}  {name}')
+    print(f'unexplained verdicts: {len(unexplained)}')
+    for token, oracle, detail in unexplained:
+        print(f'  {token}  [{oracle}] {detail}')
+    if len(sys.argv) == 4:
+        compare(load(sys.argv[3]), cases)
+
+
+def compare(old, new):
+    """Case by case: the same token judged by two hunts (one seed, two harness versions)."""
+    before = {c['token']: set(c['oracles']) for c in old}
+    same, changed = 0, []
+    for case in new:
+        if case['token'] not in before:
+            continue
+        was, now = before[case['token']], set(case['oracles'])
+        if was == now:
+            same += 1
+        else:
+            changed.append((case['token'], sorted(was - now), sorted(now - was)))
+    print(f'against the older hunt: {same} cases gave the same oracles, {len(changed)} differ')
+    for token, lost, gained in changed:
+        print(f'  {token}  lost {lost or "-"}  gained {gained or "-"}')
+
+
+if __name__ == '__main__':
+    main()
