@@ -2659,6 +2659,33 @@ fn notifications_delivered_restarts_its_settle_only_at_an_effect_on_the_way() {
     assert_one(&run(outcome_checks::notifications_delivered, case("post_reject", Some(100))), "notifications_delivered", 2, "never reached the relayer");
 }
 
+// Issue #28: a stall holds the stream's bytes, not the outbox's POSTs. It holds a notification off
+// only through the bridge giving the silent stream up (the relayer sees the bridge close it inside
+// the stall or within a watchdog's notice after it), and from that close, not from the stall's
+// end: a bridge that sat on the notification through a stall it never acted on fails.
+#[test]
+fn notifications_delivered_takes_a_stall_only_through_the_stream_the_bridge_gave_up() {
+    let stall = |phase: &str, at_ms: u64| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("stream_stall")), ("phase", json!(phase)), ("detail", json!("s"))]);
+    // The note is written at 10 ms; a stall holds s1 from 20 to 30 000 ms; the client leaves at
+    // 40 000 ms. With a 1 500 ms idle budget a reconnect's time is 17 040 ms.
+    let case = |given_up_at: Option<u64>| {
+        let mut events = note_sent();
+        events[0] = spec(1_000, 500, 10, 100_000);
+        events[0].fields.push(("sse_idle_ms".to_string(), json!(1_500)));
+        events.push(stall("start", 20)); // 3
+        if let Some(at) = given_up_at {
+            events.push(relayer(at, kind::STREAM_CLOSE, &[("session", json!("s1")), ("by", json!("client"))]));
+        }
+        events.push(stall("end", 30_000));
+        events.push(client_eof(40_000));
+        events
+    };
+    assert_one(&run(outcome_checks::notifications_delivered, case(None)), "notifications_delivered", 2, "never reached the relayer");
+    assert_clean(&run(outcome_checks::notifications_delivered, case(Some(25_000))));
+    // Given up long after the stall ended (more than a watchdog's notice): not the stall's doing.
+    assert_one(&run(outcome_checks::notifications_delivered, case(Some(32_100))), "notifications_delivered", 2, "never reached the relayer");
+}
+
 // A notification (step 2) whose POST met a session the relayer had lost (404) must go again to
 // the next session before the call the client wrote after it, however soon the client closes.
 #[test]

@@ -1311,7 +1311,10 @@ const NOTE_WRITTEN_LATE: &str = "the client left before a reconnect's time had p
 /// - `stream_eof`, `stream_flap`, `relayer_bounce`: a stream closed or connects failed until
 ///   the heal (a restart's: the relayer's next start), if the relayer ended a stream or went
 ///   down inside the window (observed: a cut that found no stream cut nothing);
-/// - `stream_stall`, `link_hold`: bytes held until the window's end.
+/// - `stream_stall`: the bridge's close of a stream the stall silenced (its watchdog acting on
+///   the silence, observed at the relayer), not the stall's window: the POSTs go on meanwhile;
+/// - `link_hold`: bytes both ways held until the window's end (what it held is seen only as it
+///   ends, if at all).
 ///
 /// `withhold_replies` holds only replies, and `stdin_eof` is the client's own leaving: neither
 /// stands between a notification and the relayer. (Until this round the end of any fault or
@@ -1339,9 +1342,20 @@ fn notes_held_off(facts: &Facts<'_>, eof: u64) -> Option<(u64, &'static str)> {
     };
     let cut = windows(CUTTING_FAULTS).filter(cut_something).map(|(_, healed)| healed).max();
     let cut = cut.map(|at| (at, "the client left within a reconnect's time of the heal of a fault that closed its streams or failed its connects"));
-    let held = windows(&["stream_stall", "link_hold"]).map(|(_, healed)| healed).max();
-    let held = held.map(|at| (at, "the client left within a reconnect's time of the end of a stall or held link that kept its bytes"));
-    [refused, cut, held].into_iter().flatten().max_by_key(|(at, _)| *at)
+    // A stall holds a stream's bytes, never the POSTs: it holds notifications off only through
+    // the bridge giving the silent stream up (the relayer sees the bridge close a stream open
+    // before the stall, inside it or within a watchdog's notice of its end), and from that close
+    // on, while the new stream and session come up. A stall the watchdog never acted on held none.
+    let noticed_ms = facts.sse_idle_ms + facts.watchdog_ms() + 2 * facts.slack_ms;
+    let given_up = |(start, healed): (u64, u64)| {
+        let closes = facts.stories.streams.iter().filter(move |s| s.closed_by_client && s.opened_ms < start);
+        closes.filter_map(|s| s.closed_ms).filter(move |at| start <= *at && *at <= healed + noticed_ms)
+    };
+    let stalled = windows(&["stream_stall"]).flat_map(given_up).filter(|at| *at <= eof).max();
+    let stalled = stalled.map(|at| (at, "the client left within a reconnect's time of the bridge giving up a stream a stall had silenced"));
+    let held = windows(&["link_hold"]).map(|(_, healed)| healed).max();
+    let held = held.map(|at| (at, "the client left within a reconnect's time of the end of a held link that kept its bytes"));
+    [refused, cut, stalled, held].into_iter().flatten().max_by_key(|(at, _)| *at)
 }
 
 /// A notification the relayer accepted carries the `_meta` the client wrote: the step the client
