@@ -71,6 +71,17 @@ pub fn orphaned_call() -> Scenario {
     relay(1, fast_timing(30_000, 2_000), steps, vec![RelayFault::LateReply { step: 2, delay_ms: 4_000 }])
 }
 
+/// A deadline that falls on a sweep: twenty calls, admitted 50 ms apart (one tick of this
+/// timing) while every reply is withheld, so one of them is admitted in step with the sweeper
+/// (3 000 ms deadline, 1 000 ms sweep period) and its deadline ends exactly on a sweep. The
+/// bridge closes a call out only once it is older than its deadline (MODEL.md §1: inside
+/// `(deadline, deadline + sweep_period]`): that one at the next sweep, never at the deadline.
+pub fn deadline_on_a_sweep() -> Scenario {
+    let mut steps = handshake();
+    steps.extend((0..20).map(|k| call(300 + 50 * k, 1 + k, Tool::Recall, 50)));
+    relay(14, fast_timing(30_000, 3_000), steps, vec![RelayFault::WithholdReplies { at_ms: 250, for_ms: 8_000 }])
+}
+
 /// The silent-stream watchdog: the first session sends its endpoint and then nothing; after the
 /// 1 500 ms idle budget the bridge reconnects and the second session answers.
 pub fn silent_stream() -> Scenario {

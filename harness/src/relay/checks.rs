@@ -371,10 +371,12 @@ pub fn close_out_window(facts: &Facts<'_>) -> Vec<Violation> {
             kind::CALL_CLOSED_OUT => {
                 let Some(at) = admitted.get(&event.text("id")) else { continue };
                 let age = event.at_ms.saturating_sub(*at);
-                // Both stamps are the bridge's own clock truncated to whole ms, so an age equal
-                // to the deadline can still be a close-out just past it.
+                // The simulation's clock moves in whole ticks of whole milliseconds, and both
+                // stamps are the bridge's own events, so an age equal to the deadline is a
+                // close-out at the deadline, not past it (this checker needs the bridge's events:
+                // it never judges a live run, whose stamps are truncated).
                 let late = deadline + sweep + 2 * facts.slack_ms;
-                if age < deadline || age > late {
+                if age <= deadline || age > late {
                     let detail = format!(
                         "{} id {} closed out {age} ms after admission; the window is ({deadline}, {}]",
                         event.text("method"), event.text("id"), deadline + sweep

@@ -55,6 +55,20 @@ fn orphaned_call_is_closed_out_truthfully_and_the_late_reply_dropped() {
     snapshot("relay_orphaned_call", &outcome);
 }
 
+// Goal: a call is closed out after its deadline, never at it (relay mutant bridge.rs:740
+// `>` -> `>=` in sweep_once survived the gate: a deadline rarely falls exactly on a sweep).
+// Method: calls admitted a tick apart while replies are withheld, so one deadline falls on a
+// sweep; close_out_window judges the edge exactly in the simulation.
+#[test]
+fn a_call_whose_deadline_falls_on_a_sweep_is_closed_out_at_the_next() {
+    let outcome = run(&scenarios::deadline_on_a_sweep());
+    assert_eq!(outcome.violations, vec![]);
+    let ages: Vec<u64> = events(&outcome, kind::CALL_CLOSED_OUT).iter().map(|e| e.num("age_ms")).collect();
+    assert_eq!(ages.len(), 20, "every call closed out: {ages:?}");
+    assert!(ages.iter().all(|age| *age > 3_000 && *age <= 4_000), "{ages:?}");
+    assert!(ages.contains(&4_000), "one deadline fell on a sweep, closed out a whole period later: {ages:?}");
+}
+
 fn replies_for_initialize(outcome: &Outcome) -> usize {
     replies(outcome, 0).iter().filter(|m| m.pointer("/result/protocolVersion").is_some()).count()
 }
@@ -659,6 +673,7 @@ fn mutants_gate_relay() {
     crate::assert_clean(&harness::relay::RELAY, crate::cases(800), 0x6A7E_0001);
     let scripted = [
         scenarios::orphaned_call(),
+        scenarios::deadline_on_a_sweep(),
         scenarios::silent_stream(),
         scenarios::replay_double_write(),
         scenarios::rate_limited_initialize(),
