@@ -422,7 +422,9 @@ fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> 
     println!("live replay: {}{} against `{}`, speed {}, {} runs", case.token(), if case.scenario == live::generate(case.seed).current() { "" } else { " (a saved case, not the token's own)" }, bridge.command, bridge.speed, args.runs);
     let mut tally: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
     let mut failed = 0;
-    let mut last = None;
+    // The run shown and written: the last that failed, else the last (a failure that reproduces
+    // 1 run in 3 is read from its own trace, not from a clean run's).
+    let mut shown: Option<(u64, Judged)> = None;
     // Every run's violations, in order: what the shrink may keep broken.
     let mut broken = Vec::new();
     for run in 1..=args.runs {
@@ -436,14 +438,15 @@ fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> 
         for name in names {
             *tally.entry(name).or_default() += 1;
         }
-        last = Some(judged);
+        shown = Some(shown_run(shown, run, judged));
     }
     println!("failed {failed} of {} runs", args.runs);
     for (name, count) in &tally {
         println!("  {name}: {count} of {} runs", args.runs);
     }
-    let Some(judged) = last else { return Ok(ExitCode::SUCCESS) };
-    println!("--- last run's trace ({} events)", judged.trace.events.len());
+    let Some((run, judged)) = shown else { return Ok(ExitCode::SUCCESS) };
+    let which = if judged.violations.is_empty() { "the last run's trace".to_string() } else { format!("run {run}'s trace, the last that failed") };
+    println!("--- {which} ({} events)", judged.trace.events.len());
     print!("{}", judged.trace.render());
     print_violations(&judged.violations);
     write_outputs(case, &judged, args)?;
@@ -459,6 +462,14 @@ fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> 
     }
     save_case(kept.as_ref().unwrap_or(case), args)?;
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Of a replay's runs, the one to show: the last that failed, else the last.
+fn shown_run(kept: Option<(u64, Judged)>, run: u64, judged: Judged) -> (u64, Judged) {
+    match kept {
+        Some(kept) if judged.violations.is_empty() && !kept.1.violations.is_empty() => kept,
+        _ => (run, judged),
+    }
 }
 
 /// The flags that select `bridge` again: command, profile, transport, speed.
@@ -507,6 +518,28 @@ fn write_outputs(case: &Case, judged: &Judged, args: &LiveArgs) -> Result<(), St
 mod tests {
     use super::*;
 
+    fn judged(violations: Vec<Violation>) -> Judged {
+        Judged { trace: harness::trace::Trace { events: Vec::new() }, violations, stderr: Vec::new(), wall_ms: 2_500 }
+    }
+
+    // A replay shows (and writes) the last run that failed: a failure that reproduces 1 run in 3
+    // is read from its own trace, not from the clean run after it.
+    #[test]
+    fn a_replay_shows_the_last_failing_run() {
+        let broken = || vec![Violation { invariant: "reply_accounting".to_string(), at_ms: 1, event_index: 0, detail: String::new() }];
+        let runs = |failing: &[bool]| {
+            let mut shown = None;
+            for (run, failed) in (1..).zip(failing) {
+                shown = Some(shown_run(shown, run, judged(if *failed { broken() } else { Vec::new() })));
+            }
+            shown.map(|(run, _)| run)
+        };
+        assert_eq!(runs(&[true, false, false]), Some(1));
+        assert_eq!(runs(&[true, false, true, false]), Some(3));
+        assert_eq!(runs(&[false, false, false]), Some(3));
+        assert_eq!(runs(&[false, true]), Some(2));
+    }
+
     // A hunt's report holds one line per case as it ended, each violation's oracle and detail
     // with it, and is on disk before the hunt ends.
     #[test]
@@ -516,7 +549,7 @@ mod tests {
         let done = |index: u64, violations: Vec<Violation>| Done {
             index,
             case: live::case(7, index),
-            judged: Judged { trace: harness::trace::Trace { events: Vec::new() }, violations, stderr: Vec::new(), wall_ms: 2_500 },
+            judged: judged(violations),
         };
         let mut report = CaseReport::create(&path).expect("the report opens");
         report.write(&done(1, vec![violation.clone(), violation]));
