@@ -63,8 +63,16 @@ def classify(bridge, oracle, detail):
     if oracle == 'reply_accounting' and bridge == 'mcp-proxy' and 'Conn' in detail:
         return 'P7 (a reply lost as the session died)'
     if oracle == 'notifications_delivered':
+        if bridge == 'mcp-proxy':
+            # Cancellations and roots/list_changed are never forwarded (P2, P3); anything else it
+            # drops once its HTTP+SSE session died (the write stream closed: P7's path).
+            if 'notifications/cancelled' in detail:
+                return 'P2'
+            if 'notifications/roots/list_changed' in detail:
+                return 'P3'
+            return 'P7 (a notification after the session died)'
         if 'accepted the client' in detail:
-            return 'a notification dropped while a later message went'
+            return of_bridge(bridge, supergateway='S4', mcp_remote='M4')
         return 'a notification never sent'
     return None
 
