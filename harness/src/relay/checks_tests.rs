@@ -2265,6 +2265,11 @@ fn reply_accounting_follows_the_stream_the_reply_was_written_to() {
     // A resumption that stayed open carried it (the log replays): the client owed it.
     let found = run(outcome_checks::reply_accounting, flapping(4_000));
     assert_one(&found, "reply_accounting", 7, "on s1 stream post-3 (a connection open from 300 until 4000 ms), but the client read nothing");
+    // The carrier's wire style is named: a reply lost on a lone-CR stream is told by its text.
+    let mut styled = flapping(4_000);
+    styled[10].fields.push(("style".to_string(), json!("cr+ids")));
+    let found = run(outcome_checks::reply_accounting, styled);
+    assert_one(&found, "reply_accounting", 7, "(a connection open from 300 until 4000 ms, framed cr+ids), but the client read nothing");
 }
 
 // sdk hunt seed 2026 (v1.sdk.none.687a9baebcbfe3ef): rmcp numbers each session's requests

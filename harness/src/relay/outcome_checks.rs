@@ -761,13 +761,16 @@ pub fn reply_accounting(facts: &Facts<'_>) -> Vec<Violation> {
             let read = answer.map_or("nothing".to_string(), |a| format!("{} at {} ms", a.msg, a.at_ms));
             let id = request.id.as_deref().unwrap_or("");
             let detail = format!(
-                "the relayer sent the reply to {} id {id} at {} ms on {}{} (a connection open from {} until {}), but the client read {read}",
+                "the relayer sent the reply to {} id {id} at {} ms on {}{} (a connection open from {} until {}{}), but the client read {read}",
                 request.method,
                 sent.at_ms,
                 sent.session,
                 if sent.stream.is_empty() { String::new() } else { format!(" stream {}", sent.stream) },
                 stream.opened_ms,
                 stream.closed_ms.map_or("the end".to_string(), |c| format!("{c} ms")),
+                // The wire style the mock framed it in (line ends first: `cr` is a lone CR), for
+                // telling a parser's loss from a bridge's.
+                if stream.style.is_empty() { String::new() } else { format!(", framed {}", stream.style) },
             );
             found.push(facts.violation("reply_accounting", sent.index, detail));
             break;
