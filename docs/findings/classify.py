@@ -49,7 +49,18 @@ def classify(bridge, oracle, detail):
         if 'process exited' in detail or 'while its stdin was still open' in detail:
             return of_bridge(bridge, supergateway='S3 exit', mcp_proxy='P5', mcp_remote='M1')
         if 'still waiting' in detail:
-            return of_bridge(bridge, supergateway='S3 hang', mcp_proxy='P6', mcp_remote='M1')
+            return of_bridge(bridge, supergateway='S3 hang (over Streamable HTTP, or lone CR on initialize)', mcp_proxy='P6', mcp_remote='M1')
+    if oracle == 'bounded_latency' and re.match(r'initialize id \S+ sent at \d+ ms never answered', detail):
+        return of_bridge(bridge, supergateway='S3 hang (over Streamable HTTP, or lone CR on initialize)', mcp_proxy='P6', mcp_remote='M1')
+    # A reply the mock framed with lone CRs, held by the bridge's SSE parser until more bytes came
+    # (eventsource-parser: supergateway, mcp-remote); reports before 5eb2f43 name no framing.
+    if oracle == 'reply_accounting' and 'but the client read nothing' in detail and bridge != 'mcp-proxy':
+        if re.search(r'framed cr(\+|\))', detail):
+            return 'lone CR, a reply'
+        if 'framed ' not in detail:
+            return 'a reply never read (no framing in the verdict; lone CR in each one replayed)'
+    if oracle in ('user_outcomes', 'reply_accounting') and '"message":"Request timed out"' in detail and bridge == 'supergateway':
+        return "lone CR, a reply, then the SDK's 60 s time-out"
     if oracle == 'user_outcomes' and "timed out after 30s waiting for the remote server to answer 'initialize'" in detail:
         return 'M3'
     if oracle == 'user_outcomes' and ('"code":0,"message":""' in detail
