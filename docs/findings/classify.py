@@ -32,8 +32,9 @@ def of_bridge(bridge, **names):
     return names.get(bridge.replace('-', '_'), names.get('other'))
 
 
-def classify(bridge, oracle, detail):
-    """The class of one verdict, or None when no rule explains it."""
+def classify(bridge, oracle, detail, oracles=()):
+    """The class of one verdict (`oracles`: every oracle its case broke), or None when no rule
+    explains it."""
     if oracle in ('user_outcomes', 'bounded_latency') and big_id(detail):
         return of_bridge(bridge, supergateway='S5', mcp_remote='M8', other='big id')
     # A line with no method (an invalid request) is named by its id alone.
@@ -47,7 +48,10 @@ def classify(bridge, oracle, detail):
         return of_bridge(bridge, supergateway='S2', mcp_proxy='P4', other='server message lost')
     if oracle in ('initialize_answered', 'lives_until_stdin_closes'):
         if 'process exited' in detail or 'while its stdin was still open' in detail:
-            return of_bridge(bridge, supergateway='S3 exit', mcp_proxy='P5', mcp_remote='M1')
+            # mcp-proxy's exit at start-up (its `initialize` unanswered) is P5; after a session
+            # began, one failed POST ended it (P1, Streamable HTTP).
+            started = 'initialize_answered' not in oracles
+            return of_bridge(bridge, supergateway='S3 exit', mcp_proxy='P1' if started else 'P5', mcp_remote='M1')
         if 'still waiting' in detail:
             return of_bridge(bridge, supergateway='S3 hang (over Streamable HTTP, or lone CR on initialize)', mcp_proxy='P6', mcp_remote='M1')
     if oracle == 'bounded_latency' and re.match(r'initialize id \S+ sent at \d+ ms never answered', detail):
@@ -66,7 +70,9 @@ def classify(bridge, oracle, detail):
     if oracle == 'user_outcomes' and ('"code":0,"message":""' in detail
                                       or '"text":"","type":"text"}],"isError":true' in detail
                                       or 'never sent it again and never answered it' in detail):
-        return 'P7'
+        # One refused POST: over HTTP+SSE the session is dead (P7); over Streamable HTTP the
+        # process dies (P1) or answers empty errors (the code-0 row).
+        return 'P7 (HTTP+SSE), or P1 / code-0 errors (Streamable HTTP)'
     if oracle == 'one_reply_per_id' and 'a second reply for id' in detail:
         return 'M2'
     if oracle == 'exits_after_stdin_closes' and bridge == 'mcp-proxy':
@@ -104,7 +110,7 @@ def main():
     for case in failed:
         shown = set()
         for v in case['violations']:
-            name = classify(bridge, v['oracle'], v['detail'])
+            name = classify(bridge, v['oracle'], v['detail'], case['oracles'])
             if name is None:
                 unexplained.append((case['token'], v['oracle'], v['detail'][:240]))
             else:
