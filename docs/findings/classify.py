@@ -35,7 +35,7 @@ def of_bridge(bridge, **names):
 def classify(bridge, oracle, detail, oracles=()):
     """The class of one verdict (`oracles`: every oracle its case broke), or None when no rule
     explains it."""
-    if oracle in ('user_outcomes', 'bounded_latency') and big_id(detail):
+    if oracle in ('user_outcomes', 'bounded_latency') and big_id(detail) and 'never answered' in detail:
         return of_bridge(bridge, supergateway='S5', mcp_remote='M8', other='big id')
     # A line with no method (an invalid request) is named by its id alone.
     if oracle == 'bounded_latency' and ('malformed line' in detail or re.match(r'\s*id (\d+|"[^"]*") sent', detail)):
