@@ -140,6 +140,12 @@ impl Facts<'_> {
         (self.sse_idle_ms / 3).max(500)
     }
 
+    /// From the last byte a silent stream carried to the watchdog tick that notices it: the idle
+    /// budget, one watchdog period and the slack both ways.
+    pub(super) fn silence_noticed_ms(&self) -> u64 {
+        self.sse_idle_ms + self.watchdog_ms() + 2 * self.slack_ms
+    }
+
     /// When a request's life ends for judging faults: its answer, or its bound.
     fn life_end(&self, request: &Request) -> u64 {
         let bound = request.at_ms + self.call_timeout_ms + self.sweep_period_ms + self.slack_ms;
@@ -1349,7 +1355,7 @@ fn notes_held_off(facts: &Facts<'_>, eof: u64) -> Option<(u64, &'static str)> {
     // the bridge giving the silent stream up (the relayer sees the bridge close a stream open
     // before the stall, inside it or within a watchdog's notice of its end), and from that close
     // on, while the new stream and session come up. A stall the watchdog never acted on held none.
-    let noticed_ms = facts.sse_idle_ms + facts.watchdog_ms() + 2 * facts.slack_ms;
+    let noticed_ms = facts.silence_noticed_ms();
     let given_up = |(start, healed): (u64, u64)| {
         let closes = facts.stories.streams.iter().filter(move |s| s.closed_by_client && s.opened_ms < start);
         closes.filter_map(|s| s.closed_ms).filter(move |at| start <= *at && *at <= healed + noticed_ms)

@@ -219,7 +219,7 @@ pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
     let eof = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at);
     // From the last byte a hold kept back to the watchdog tick that notices: the idle budget,
     // one watchdog period and the slack.
-    let noticed_ms = facts.sse_idle_ms + facts.watchdog_ms() + 2 * slack;
+    let noticed_ms = facts.silence_noticed_ms();
     let client_reads = |text: &str, from: u64, to: u64| {
         let reads = facts.trace.events.iter().filter(|e| e.host == host::CLIENT && e.kind == kind::MCP_RECV);
         reads.filter(|e| from <= e.at_ms && e.at_ms <= to && e.text("msg").contains(text)).count()
@@ -296,7 +296,7 @@ pub fn silent_streams_abandoned(facts: &Facts<'_>) -> Vec<Violation> {
         while let Some(end) = facts.stories.holds.iter().filter(|h| !h.older_streams_only && h.start_ms <= silent_from && h.end_ms > silent_from).map(|h| h.end_ms).max() {
             silent_from = end;
         }
-        let due = silent_from + facts.sse_idle_ms + facts.watchdog_ms() + 2 * slack + CONNECT_MS;
+        let due = silent_from + facts.silence_noticed_ms() + CONNECT_MS;
         if stall.end_ms <= due + slack || eof <= due + slack {
             continue;
         }
