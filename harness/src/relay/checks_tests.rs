@@ -1767,6 +1767,50 @@ fn user_outcomes_flags_a_request_passed_over_while_a_later_one_was_forwarded() {
     assert_clean(&outcome(300, false));
 }
 
+// sdk soak seed 0x5eed1207, v1.sdk.none.8b3e93d2cd45e1cf (shrunk): the client wrote tools/list
+// id 9, cancelled it while a link hold kept its POST (upstream 5) from the relayer, and the bridge
+// forwarded the cancellation naming 5. The client then wrote tools/list under id 9 again: POSTed
+// as upstream 6 and answered. The POST of 6 is the second list's, not the cancelled first one's
+// (whose upstream id the forwarded cancellation named): given to the first, the second read as
+// "never sent on and never answered" although it was answered.
+#[test]
+fn user_outcomes_gives_a_post_to_the_request_written_after_a_cancellation_that_named_another() {
+    use bridge_under_test::relay::client::NOTE_META;
+    let outcome = |cancel_names: &str| {
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"_meta": {NOTE_META: 2}, "reason": "the user cancelled", "requestId": 9}});
+        let mut cancel_post = http_post(150, "", "", "notifications/cancelled", "", 202);
+        cancel_post.fields.push(("note".to_string(), json!("2")));
+        let with_id = |mut event: TraceEvent, id: &str| {
+            event.fields.retain(|(name, _)| name != "id");
+            event.fields.push(("id".to_string(), json!(id)));
+            event
+        };
+        let events = vec![
+            spec(60_000, 5_000, 10, 60_000),
+            r_open(0, "s1"),
+            r_post(5, "s1", "relay-init-1", "initialize", "", 202),
+            send(100, &list(json!(9))), // 3
+            send(120, &cancel),
+            cancel_post,
+            rpc_cancel(150, cancel_names),
+            send(200, &list(json!(9))), // 7
+            http_post(300, "6", "9", "tools/list", "", 200),
+            with_id(reply_sent(300, "9", "", &list_result(json!(6))), "6"),
+            recv(310, &list_result(json!(9))),
+            send(1_000, &call(json!(9), "a1")),
+            http_post(1_100, "7", "9", "tools/call", "a1", 200),
+            with_id(reply_sent(1_200, "9", "a1", &tool_result(json!(7), "remember a1: done", false)), "7"),
+            recv(1_210, &tool_result(json!(9), "remember a1: done", false)),
+            client_eof(5_000),
+        ];
+        run(outcome_checks::user_outcomes, events)
+    };
+    assert_clean(&outcome("5"));
+    // A cancellation forwarded under the id the POST carried says the POST was the first list's,
+    // sent late: the second list was then never sent on.
+    assert_one(&outcome("6"), "user_outcomes", 7, "never sent on and never answered");
+}
+
 // supergateway 4.0.0, live.v1.relay.none.4621f7cc49223639 (3 of 3): the client wrote a call and
 // then a tools/list under the same id 1 while the call was in flight (JSON-RPC forbids it; a
 // bridge may refuse the reuse or forward it). supergateway forwarded both, and the list's

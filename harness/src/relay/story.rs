@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bridge_under_test::events::{host, kind};
+use bridge_under_test::relay::client::note_step;
 use bridge_under_test::relay::relayer::NOT_INITIALIZED;
 use serde_json::Value;
 
@@ -175,6 +176,39 @@ pub fn post_status(event: &TraceEvent) -> u64 {
     }
 }
 
+/// The upstream id each client request's forwarded cancellation named, by request: `(session,
+/// upstream id)`. The client stamps each cancellation with its step (`_meta`), the relayer logs
+/// the step with the POST that carried it, and `rpc.cancel` (logged in that POST's handler) the
+/// id it named. A cancellation is of the latest request of its id the client wrote before it.
+fn forwarded_cancels(facts: &Facts<'_>) -> BTreeMap<usize, (String, String)> {
+    let mut of_step: BTreeMap<String, usize> = BTreeMap::new();
+    let mut last_post: Option<(String, String)> = None;
+    let mut named = BTreeMap::new();
+    for (index, event) in facts.trace.events.iter().enumerate() {
+        match (event.host.as_str(), event.kind.as_str()) {
+            (host::CLIENT, kind::MCP_SEND) => {
+                let msg = message(event);
+                if msg.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
+                    continue;
+                }
+                let (Some(step), Some(id)) = (note_step(&msg), msg.pointer("/params/requestId").map(Value::to_string)) else { continue };
+                let request = facts.requests.iter().rposition(|r| r.index < index && r.id.as_deref() == Some(id.as_str()) && !r.method.is_empty() && !r.dup);
+                of_step.extend(request.map(|n| (step.to_string(), n)));
+            }
+            (host::RELAYER, kind::HTTP_POST) => last_post = Some((event.text("session"), event.text("note"))),
+            (host::RELAYER, kind::RPC_CANCEL) => {
+                let session = event.text("session");
+                let step = last_post.as_ref().filter(|(s, note)| *s == session && !note.is_empty()).map(|(_, note)| note);
+                if let Some(&n) = step.and_then(|step| of_step.get(step)) {
+                    named.entry(n).or_insert((session, event.text("request")));
+                }
+            }
+            _ => {}
+        }
+    }
+    named
+}
+
 /// Faults that act on every request in flight rather than on one step.
 const GLOBAL_FAULTS: &[&str] = &["withhold_replies", "stream_stall", "stream_eof", "stream_flap", "relayer_bounce", "link_hold", "stdin_eof", "post_reset"];
 
@@ -232,6 +266,7 @@ impl Stories {
             let by_own_action = by_action.get(action.as_str()).copied().filter(|_| !action.is_empty());
             by_own_action.or_else(|| carried.get(event)).or_else(|| owner(event, None))
         };
+        let cancels = forwarded_cancels(facts);
         let mut claimed: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
         // The POSTs of this instant that a request's story took: (their time, session, upstream
         // id, the request). A POST answered with a stream opens it in the same instant, and the
@@ -354,7 +389,13 @@ impl Stories {
                         let candidates = by_id.get(client.as_str())?;
                         let of_key = |n: &usize| !claimed.contains(n) && facts.requests[*n].method == method;
                         let written = |n: &usize| facts.requests[*n].method == method && facts.requests[*n].at_ms <= event.at_ms + facts.slack_ms;
-                        let unclaimed = |n: &usize| !claimed.contains(n) && written(n);
+                        // A request whose cancellation the bridge passed on naming another
+                        // upstream id on this session was sent as that id, if at all: this POST
+                        // is not it (sdk soak v1.sdk.none.8b3e93d2cd45e1cf: tools/list 9
+                        // cancelled as upstream 5 while a link hold kept its POST; the list the
+                        // client wrote again under id 9 was upstream 6).
+                        let sent_as_other = |n: &usize| cancels.get(n).is_some_and(|(s, named)| *s == session && *named != upstream);
+                        let unclaimed = |n: &usize| !claimed.contains(n) && written(n) && !sent_as_other(n);
                         let waiting = |n: usize, slack: u64| facts.requests[n].answered.as_ref().is_none_or(|a| a.at_ms + slack >= event.at_ms);
                         let first = |slack: u64| candidates.iter().copied().find(|n| unclaimed(n) && waiting(*n, slack));
                         let oldest = candidates.iter().copied().find(unclaimed);
