@@ -453,11 +453,7 @@ impl Facts<'_> {
         let Some(id) = &request.id else { return false };
         let until = request.answered.as_ref().map_or(self.trace.events.len(), |a| a.index);
         let written = self.trace.events.get(request.index + 1..until).unwrap_or_default();
-        written.iter().filter(|e| e.host == host::CLIENT && e.kind == kind::MCP_SEND && e.at_ms <= until_ms).any(|e| {
-            let msg = message(e);
-            msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
-                && msg.pointer("/params/requestId").map(Value::to_string).as_ref() == Some(id)
-        })
+        written.iter().filter(|e| e.host == host::CLIENT && e.kind == kind::MCP_SEND && e.at_ms <= until_ms).any(|e| super::story::cancellation(e).is_some_and(|(_, named)| named == *id))
     }
 
     /// The relayer reply a message the client read equals, if any.
@@ -1151,17 +1147,12 @@ pub fn cancellations_name_their_request(facts: &Facts<'_>) -> Vec<Violation> {
     for (index, event) in facts.trace.events.iter().enumerate() {
         match (event.host.as_str(), event.kind.as_str()) {
             (host::CLIENT, kind::MCP_SEND) => {
-                let msg = message(event);
-                if msg.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
-                    continue;
+                let Some((msg, id)) = super::story::cancellation(event) else { continue };
+                let owed = owed_at(&id, index);
+                if let Some(step) = note_step(&msg) {
+                    owed_by_step.insert(step.to_string(), owed);
                 }
-                if let Some(id) = msg.pointer("/params/requestId").map(Value::to_string) {
-                    let owed = owed_at(&id, index);
-                    if let Some(step) = note_step(&msg) {
-                        owed_by_step.insert(step.to_string(), owed);
-                    }
-                    cancelled.insert(id, owed);
-                }
+                cancelled.insert(id, owed);
             }
             (host::RELAYER, kind::HTTP_POST) => {
                 carried = Some((event.text("session"), event.text("note")));

@@ -176,6 +176,17 @@ pub fn post_status(event: &TraceEvent) -> u64 {
     }
 }
 
+/// A client's write that is a `notifications/cancelled`: the message, and the request id it
+/// names (canonical).
+pub fn cancellation(event: &TraceEvent) -> Option<(Value, String)> {
+    let msg = message(event);
+    if msg.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
+        return None;
+    }
+    let id = msg.pointer("/params/requestId").map(Value::to_string)?;
+    Some((msg, id))
+}
+
 /// The upstream id each client request's forwarded cancellation named, by request: `(session,
 /// upstream id)`. The client stamps each cancellation with its step (`_meta`), the relayer logs
 /// the step with the POST that carried it, and `rpc.cancel` (logged in that POST's handler) the
@@ -187,11 +198,8 @@ fn forwarded_cancels(facts: &Facts<'_>) -> BTreeMap<usize, (String, String)> {
     for (index, event) in facts.trace.events.iter().enumerate() {
         match (event.host.as_str(), event.kind.as_str()) {
             (host::CLIENT, kind::MCP_SEND) => {
-                let msg = message(event);
-                if msg.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
-                    continue;
-                }
-                let (Some(step), Some(id)) = (note_step(&msg), msg.pointer("/params/requestId").map(Value::to_string)) else { continue };
+                let Some((msg, id)) = cancellation(event) else { continue };
+                let Some(step) = note_step(&msg) else { continue };
                 let request = facts.requests.iter().rposition(|r| r.index < index && r.id.as_deref() == Some(id.as_str()) && !r.method.is_empty() && !r.dup);
                 of_step.extend(request.map(|n| (step.to_string(), n)));
             }
