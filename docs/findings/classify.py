@@ -42,6 +42,10 @@ def classify(bridge, oracle, detail, oracles=()):
         return 'invalid lines'
     if oracle == 'sessions_initialized' and 'never initialized' in detail:
         return of_bridge(bridge, supergateway='S1', mcp_remote='M5', other='uninitialized session')
+    # A re-initialized session (after a 404) gets the client's calls before its
+    # `notifications/initialized` (M7).
+    if oracle == 'sessions_initialized' and bridge == 'mcp-remote' and 'before notifications/initialized' in detail:
+        return 'M7'
     if oracle == 'sessions_initialized' and 'a second time' in detail:
         return of_bridge(bridge, mcp_remote='M6', other='initialized twice')
     if oracle == 'server_messages_delivered' and 'never read it' in detail:
@@ -65,6 +69,10 @@ def classify(bridge, oracle, detail, oracles=()):
             return 'a reply never read (no framing in the verdict; lone CR in each one replayed)'
     if oracle in ('user_outcomes', 'reply_accounting') and '"message":"Request timed out"' in detail and bridge == 'supergateway':
         return "lone CR, a reply, then the SDK's 60 s time-out"
+    # mcp-remote's own deadline ends a call whose lone-CR reply its parser still holds.
+    if oracle == 'reply_accounting' and bridge == 'mcp-remote' and re.search(r'framed cr(\+|\))', detail) and 'mcp-remote: timed out' in detail:
+        return 'lone CR, a reply, then its time-out'
+
     if oracle == 'user_outcomes' and "timed out after 30s waiting for the remote server to answer 'initialize'" in detail:
         return 'M3'
     if oracle == 'user_outcomes' and ('"code":0,"message":""' in detail
@@ -75,6 +83,11 @@ def classify(bridge, oracle, detail, oracles=()):
         return 'P7 (HTTP+SSE), or P1 / code-0 errors (Streamable HTTP)'
     if oracle == 'one_reply_per_id' and 'a second reply for id' in detail:
         return 'M2'
+    # stdin closed while mcp-remote's own probe holds the client's `initialize` (its answer lost,
+    # say, on a lone-CR stream): the process waits out the SDK's 60 s (M1's hold; the twentieth
+    # round replayed 45a2cd0816492fd5 and 9b15a637b42e0048, 3 of 3 each).
+    if oracle == 'exits_after_stdin_closes' and bridge == 'mcp-remote':
+        return 'M1'
     if oracle == 'exits_after_stdin_closes' and bridge == 'mcp-proxy':
         return 'P6 (stdin unread while its start-up hangs)'
     if oracle == 'reply_accounting' and bridge == 'mcp-proxy' and 'Conn' in detail:
