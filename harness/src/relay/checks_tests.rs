@@ -1809,6 +1809,8 @@ fn user_outcomes_gives_a_post_to_the_request_written_after_a_cancellation_that_n
     // A cancellation forwarded under the id the POST carried says the POST was the first list's,
     // sent late: the second list was then never sent on.
     assert_one(&outcome("6"), "user_outcomes", 7, "never sent on and never answered");
+    // Nor does one forwarded under the client's own id (9): it names no upstream id.
+    assert_one(&outcome("9"), "user_outcomes", 7, "never sent on and never answered");
 }
 
 // supergateway 4.0.0, live.v1.relay.none.4621f7cc49223639 (3 of 3): the client wrote a call and

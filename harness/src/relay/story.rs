@@ -402,7 +402,13 @@ impl Stories {
                         // is not it (sdk soak v1.sdk.none.8b3e93d2cd45e1cf: tools/list 9
                         // cancelled as upstream 5 while a link hold kept its POST; the list the
                         // client wrote again under id 9 was upstream 6).
-                        let sent_as_other = |n: &usize| cancels.get(n).is_some_and(|(s, named)| *s == session && *named != upstream);
+                        // A cancellation passed on under the client's own id names no upstream
+                        // id (a bridge's error `cancellations_name_their_request` judges): it
+                        // tells nothing here.
+                        let sent_as_other = |n: &usize| {
+                            let own = facts.requests[*n].id.as_deref();
+                            cancels.get(n).is_some_and(|(s, named)| *s == session && *named != upstream && Some(named.as_str()) != own)
+                        };
                         let unclaimed = |n: &usize| !claimed.contains(n) && written(n) && !sent_as_other(n);
                         let waiting = |n: usize, slack: u64| facts.requests[n].answered.as_ref().is_none_or(|a| a.at_ms + slack >= event.at_ms);
                         let first = |slack: u64| candidates.iter().copied().find(|n| unclaimed(n) && waiting(*n, slack));
