@@ -111,6 +111,9 @@ pub struct Facts<'a> {
     pub stories: Stories,
     /// Replies that matched no outstanding request: `(event index, id, ever requested)`.
     pub unmatched: Vec<(usize, String, bool)>,
+    /// The request each client cancellation named, by the cancellation's event index: the
+    /// oldest request of its id still owed and not cancelled already (`match_replies`).
+    pub cancelled: BTreeMap<usize, usize>,
     /// Whether the bridge posts in the client's order, one message at a time (MODEL.md §1.4's
     /// pump): the relay family's own bridge, or a bridge whose profile promises
     /// `client_order_kept`. Only then does a refusal of a request written before another hold
@@ -133,6 +136,7 @@ impl<'a> Facts<'a> {
             requests: Vec::new(),
             stories: Stories::default(),
             unmatched: Vec::new(),
+            cancelled: BTreeMap::new(),
             serial_pump: {
                 let own = spec.is_some_and(|e| e.text("family") == "relay") && !super::oracles::is_live(trace);
                 own || super::oracles::promised(trace, "client_order_kept")
@@ -212,6 +216,7 @@ impl<'a> Facts<'a> {
                             let queue = outstanding.get(&named).map(Vec::as_slice).unwrap_or_default();
                             let owed = queue.iter().find(|r| self.requests[**r].local.is_none() && !cancelled.contains(*r));
                             cancelled.extend(owed.copied());
+                            self.cancelled.extend(owed.map(|r| (index, *r)));
                         }
                         continue;
                     }

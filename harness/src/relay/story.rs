@@ -190,7 +190,7 @@ pub fn cancellation(event: &TraceEvent) -> Option<(Value, String)> {
 /// The upstream id each client request's forwarded cancellation named, by request: `(session,
 /// upstream id)`. The client stamps each cancellation with its step (`_meta`), the relayer logs
 /// the step with the POST that carried it, and `rpc.cancel` (logged in that POST's handler) the
-/// id it named. A cancellation is of the latest request of its id the client wrote before it.
+/// id it named. Which request a cancellation is of, `Facts::cancelled` says.
 fn forwarded_cancels(facts: &Facts<'_>) -> BTreeMap<usize, (String, String)> {
     let mut of_step: BTreeMap<String, usize> = BTreeMap::new();
     let mut last_post: Option<(String, String)> = None;
@@ -198,10 +198,8 @@ fn forwarded_cancels(facts: &Facts<'_>) -> BTreeMap<usize, (String, String)> {
     for (index, event) in facts.trace.events.iter().enumerate() {
         match (event.host.as_str(), event.kind.as_str()) {
             (host::CLIENT, kind::MCP_SEND) => {
-                let Some((msg, id)) = cancellation(event) else { continue };
-                let Some(step) = note_step(&msg) else { continue };
-                let request = facts.requests.iter().rposition(|r| r.index < index && r.id.as_deref() == Some(id.as_str()) && !r.method.is_empty() && !r.dup);
-                of_step.extend(request.map(|n| (step.to_string(), n)));
+                let (Some(&n), Some((msg, _))) = (facts.cancelled.get(&index), cancellation(event)) else { continue };
+                of_step.extend(note_step(&msg).map(|step| (step.to_string(), n)));
             }
             (host::RELAYER, kind::HTTP_POST) => last_post = Some((event.text("session"), event.text("note"))),
             (host::RELAYER, kind::RPC_CANCEL) => {

@@ -217,8 +217,7 @@ pub fn fails_owed_at_eof(facts: &Facts<'_>) -> Vec<Violation> {
 pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
     let slack = facts.slack_ms;
     let eof = facts.stories.client_eof.as_ref().map_or(facts.horizon_ms, |(_, at, _)| *at);
-    // From the last byte a hold kept back to the watchdog tick that notices: the idle budget,
-    // one watchdog period and the slack.
+    // From the last byte a hold kept back to the watchdog tick that notices.
     let noticed_ms = facts.silence_noticed_ms();
     let client_reads = |text: &str, from: u64, to: u64| {
         let reads = facts.trace.events.iter().filter(|e| e.host == host::CLIENT && e.kind == kind::MCP_RECV);
