@@ -292,7 +292,8 @@ impl App {
             return;
         }
         let Shape::Request { id, method } = jsonrpc::shape(&msg) else { return };
-        let to = Recipient { session, id: &id, client: &client_key(&msg), action: &action_of(&msg) };
+        let (keys, action) = (client_keys(&msg), action_of(&msg));
+        let to = Recipient::new(session, &id, &keys, &action);
         // An `initialize` without the params the MCP schema requires initializes nothing.
         if method == "initialize" && !initialize_params_valid(&msg) {
             emit!(kind::RPC_REFUSED, id = %id, client_id = to.client, method = %method, action = to.action, session = %session, reason = "invalid_params");
@@ -351,10 +352,10 @@ impl App {
                 execution.reply_to = session.to_string();
                 let done = execution.done.clone();
                 drop(durable);
-                let (action, client) = (action_of(msg), client_key(msg));
+                let (action, keys) = (action_of(msg), client_keys(msg));
                 emit!(kind::TOOL_DEDUP, id = %id, key = %key, action = %action, session = %session);
                 if let Some(result) = done {
-                    let to = Recipient { session, id: &id, client: &client, action: &action };
+                    let to = Recipient::new(session, &id, &keys, &action);
                     self.send_reply(&to, jsonrpc::result(&id, result));
                 }
                 return;
@@ -373,13 +374,13 @@ impl App {
             key = key.as_deref().unwrap_or(""),
             session = %session
         );
-        let client = client_key(msg);
-        let slow_ms = lock(&self.0.knobs).slow_ids.remove(&client);
+        let keys = client_keys(msg);
+        let slow_ms = lock(&self.0.knobs).slow_ids.remove(&keys.1);
         let app = self.clone();
         let session = session.to_string();
         let action = action.to_string();
         tokio::task::spawn_local(async move {
-            let (elapsed_ms, result, ok) = app.work(&tool, &action, work_ms, slow_ms, &id, &client).await;
+            let (elapsed_ms, result, ok) = app.work(&tool, &action, work_ms, slow_ms, &id, &keys.0).await;
             emit!(
                 kind::TOOL_DONE,
                 id = %id,
@@ -401,7 +402,7 @@ impl App {
                 None => None,
             };
             let session = reply_to.unwrap_or(session);
-            let to = Recipient { session: &session, id: &id, client: &client, action: &action };
+            let to = Recipient::new(&session, &id, &keys, &action);
             app.send_reply(&to, jsonrpc::result(&id, result));
         });
     }
@@ -432,10 +433,10 @@ impl App {
     fn send_reply(&self, to: &Recipient<'_>, msg: Value) {
         let (swallow, duplicate, late) = {
             let mut knobs = lock(&self.0.knobs);
-            let key = to.client;
+            let key = to.key;
             (knobs.swallow_ids.remove(key), knobs.duplicate_ids.remove(key), knobs.late_ids.remove(key))
         };
-        let Recipient { session, id, client, action } = *to;
+        let Recipient { session, id, client, action, .. } = *to;
         if swallow {
             emit!(kind::FAULT_FIRED, fault = "swallow_reply", id = %id, client_id = client, action, session = %session);
             emit!(kind::REPLY_LOST, id = %id, client_id = client, action, session = %session);
@@ -445,10 +446,10 @@ impl App {
         let Some(delay_ms) = late else { return self.deliver(to, &msg, copies) };
         emit!(kind::FAULT_FIRED, fault = "late_reply", id = %id, client_id = client, action, session = %session);
         let app = self.clone();
-        let (session, id, client, action) = (session.to_string(), id.clone(), client.to_string(), action.to_string());
+        let (session, id, keys, action) = (session.to_string(), id.clone(), (client.to_string(), to.key.to_string()), action.to_string());
         tokio::task::spawn_local(async move {
             seam::sleep_ms(delay_ms).await;
-            let to = Recipient { session: &session, id: &id, client: &client, action: &action };
+            let to = Recipient::new(&session, &id, &keys, &action);
             app.deliver(&to, &msg, copies);
         });
     }
@@ -456,7 +457,7 @@ impl App {
     /// Write a reply on whatever carries it: a `relayer` or `sse` session's stream, or the POST
     /// response (JSON or SSE) that a Streamable HTTP request came with.
     fn deliver(&self, to: &Recipient<'_>, msg: &Value, copies: usize) {
-        let Recipient { session, id, client, action } = *to;
+        let Recipient { session, id, client, action, .. } = *to;
         if lock(&self.0.knobs).withhold_replies {
             emit!(kind::FAULT_FIRED, fault = "withhold_replies", id = %id, client_id = client, action, session = %session);
             emit!(kind::REPLY_LOST, id = %id, client_id = client, action, session = %session);
@@ -545,23 +546,47 @@ impl App {
     }
 }
 
-/// Where a reply goes: the session, the request id it answers, the client's id (what the fault
-/// knobs are keyed by) and the user action of a `tools/call`.
+/// Where a reply goes: the session, the request id it answers, the client's id it was stamped
+/// with (what the log names), the key the fault knobs are keyed by, and the user action of a
+/// `tools/call`.
 #[derive(Clone, Copy)]
 struct Recipient<'a> {
     session: &'a str,
     id: &'a Value,
     client: &'a str,
+    key: &'a str,
     action: &'a str,
 }
 
-/// The client's id a request stands for: the one a bridge put in `params._meta` when it sent
-/// the request under its own id, else the request's id (canonical JSON).
-pub(crate) fn client_key(msg: &Value) -> String {
+impl<'a> Recipient<'a> {
+    fn new(session: &'a str, id: &'a Value, (client, key): &'a (String, String), action: &'a str) -> Self {
+        Self { session, id, client, key, action }
+    }
+}
+
+/// The client's id a request stands for, as the log names it: the one the client stamped in
+/// `params._meta` (the sim client stamps every request, and a bridge that forwards a request
+/// keeps its `_meta` under whatever id it sends it), or empty for a request without the stamp:
+/// the bridge's own (an `initialize`; mcp-proxy 0.13.0's SDK lists tools by itself after a call,
+/// `mcp/client/session.py:419-421`, under an upstream id that may equal a client's, which the
+/// harness took for the client's request of that id, live.v1.relay.none.f24f0a6bca9aeb6d).
+pub(crate) fn stamped_client(msg: &Value) -> String {
+    msg.pointer("/params/_meta/sim.relay~1clientId").map(id_key).unwrap_or_default()
+}
+
+/// What the per-request fault knobs are keyed by: the client's stamped id, else the request's
+/// own id (canonical JSON), so a fault on a step reaches what goes out under its id: the bridge's
+/// own `initialize` under the client's id 0 too (mcp-proxy's handshake, P6).
+pub(crate) fn knob_key(msg: &Value) -> String {
     match msg.pointer("/params/_meta/sim.relay~1clientId") {
         Some(client) => id_key(client),
         None => msg.get("id").map(id_key).unwrap_or_default(),
     }
+}
+
+/// Both: the log's client id and the knobs' key.
+fn client_keys(msg: &Value) -> (String, String) {
+    (stamped_client(msg), knob_key(msg))
 }
 
 /// Whether an `initialize` carries what the MCP schema requires of its params: a

@@ -76,9 +76,9 @@ struct Server {
 
 /// Lost on a restart.
 struct Live {
-    /// The client's id and the user action of each request a session was sent, by (session,
-    /// request id as canonical JSON): what `reply.sent` names and the reply knobs are keyed by.
-    requests: BTreeMap<(String, String), (String, String)>,
+    /// The client's stamped id (what `reply.sent` names), the reply knobs' key and the user
+    /// action of each request a session was sent, by (session, request id as canonical JSON).
+    requests: BTreeMap<(String, String), (String, String, String)>,
     /// Streams opened so far (their labels: `post-N`, `get-N`).
     streams: u64,
     /// Streams that ended at this instant and wait to be closed, by their number.
@@ -233,13 +233,15 @@ impl ServerHandler for Tools {
             .and_then(|parts| header(&parts.headers, "mcp-session-id"))
             .unwrap_or("")
             .to_string();
-        let client = context.meta.get(crate::relay::client::CLIENT_ID_META).map_or_else(|| id_key(&id), id_key);
+        // The log names the client's stamped id; the knobs are keyed by it, else by the id.
+        let client = context.meta.get(crate::relay::client::CLIENT_ID_META).map(id_key).unwrap_or_default();
+        let key = if client.is_empty() { id_key(&id) } else { client.clone() };
         let arguments = request.arguments.clone().unwrap_or_default();
         let tool = request.name.to_string();
         let action = arguments.get("action").and_then(Value::as_str).unwrap_or("").to_string();
         let work_ms = arguments.get("work_ms").and_then(Value::as_u64).unwrap_or(50);
         emit!(kind::TOOL_EXEC, id = %id, tool = %tool, action = %action, key = "", session = %session);
-        let slow_ms = lock(&server.knobs).slow_ids.remove(&client);
+        let slow_ms = lock(&server.knobs).slow_ids.remove(&key);
         let deadline_ms = match tool.as_str() {
             "analyze" => Some(server.config.analyze_deadline_ms),
             "remember" | "recall" => Some(server.config.remember_deadline_ms),
@@ -285,7 +287,7 @@ fn log_post(session: &str, msg: &Value, status: u16, cause: &str) {
         kind::HTTP_POST,
         session = %session,
         id = %id,
-        client_id = %relayer::client_key(msg),
+        client_id = %relayer::stamped_client(msg),
         note,
         method,
         action = %relayer::action_of(msg),
@@ -297,7 +299,7 @@ fn log_post(session: &str, msg: &Value, status: u16, cause: &str) {
 
 fn log_reset(session: &str, msg: &Value) {
     let id = msg.get("id").map(Value::to_string).unwrap_or_default();
-    let (client_id, action) = (relayer::client_key(msg), relayer::action_of(msg));
+    let (client_id, action) = (relayer::stamped_client(msg), relayer::action_of(msg));
     emit!(kind::FAULT_FIRED, fault = "post_reset", id = %id, client_id = %client_id, action = %action, session = %session);
 }
 
@@ -454,7 +456,7 @@ fn admitted(server: &Server, session: &str, messages: &[Value]) {
             _ => {}
         }
         if let (Some(id), Some(_)) = (msg.get("id"), msg.get("method")) {
-            let entry = (relayer::client_key(msg), relayer::action_of(msg));
+            let entry = (relayer::stamped_client(msg), relayer::knob_key(msg), relayer::action_of(msg));
             lock(&server.live).requests.insert((session.to_string(), id_key(id)), entry);
         }
     }
@@ -685,11 +687,11 @@ fn reply_knobs(server: &Server, session: &str, label: &str, event: String) -> Kn
         return Knobbed::Now(vec![event]);
     };
     let entry = lock(&server.live).requests.get(&(session.to_string(), id_key(id))).cloned();
-    let (client, action) = entry.unwrap_or_else(|| (id_key(id), String::new()));
+    let (client, key, action) = entry.unwrap_or_else(|| (String::new(), id_key(id), String::new()));
     let (withhold, swallow, duplicate, late) = {
         let mut knobs = lock(&server.knobs);
         let withhold = knobs.withhold_replies;
-        (withhold, knobs.swallow_ids.remove(&client), knobs.duplicate_ids.remove(&client), knobs.late_ids.remove(&client))
+        (withhold, knobs.swallow_ids.remove(&key), knobs.duplicate_ids.remove(&key), knobs.late_ids.remove(&key))
     };
     let id = id.clone();
     if swallow {

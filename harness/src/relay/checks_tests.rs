@@ -4198,3 +4198,73 @@ const NEVER_JUDGED_BY_DEFAULT: &[(&str, &str)] = &[
 fn every_oracle_records_verdicts_on_generated_cases() {
     crate::verdicts::assert_every_oracle_judged(&crate::relay::RELAY, CHECKERS, NEVER_JUDGED_BY_DEFAULT, 300, 2026);
 }
+
+// Coverage reads how a request ended at the boundaries, not in a bridge's words: rmcp's bridge
+// (family `sdk`) answers every failure as an internal error, -32603, which the reading by code
+// and text put in `rpc_error`, so the `sdk` coverage tables never showed a request rejected,
+// closed out or failed at shutdown (sdk seed 2026 × 1 000: 27 of those cells at zero).
+#[test]
+fn coverage_reads_a_requests_ending_at_the_boundaries_not_in_the_bridges_words() {
+    use crate::relay::coverage;
+    let endings = |extra: Vec<TraceEvent>| -> Vec<String> {
+        let mut events = vec![
+            std_spec(),                                             // 0
+            r_open(0, "s1"),                                        // 1
+            r_post(5, "s1", "relay-init-1", "initialize", "", 202), // 2
+            send(10, &call(json!(1), "a1")),                        // 3
+        ];
+        events.extend(extra);
+        let cells = coverage::observe(&Trace { events });
+        cells.into_iter().filter(|c| c.table == coverage::ENDING).map(|c| c.col).collect()
+    };
+    let internal = || rpc_error(Some(json!(1)), -32603, "tools/call: upstream failure");
+    // Its POST refused 500, then the bridge's error.
+    assert_eq!(endings(vec![r_post(11, "s1", "1", "tools/call", "a1", 500), recv(20, &internal())]), ["rejected"]);
+    // Its POST accepted, nothing sent, then the bridge's error: a close-out.
+    assert_eq!(endings(vec![r_post(11, "s1", "1", "tools/call", "a1", 202), recv(2_000, &internal())]), ["close_out"]);
+    // The client closed stdin, then the bridge's error.
+    assert_eq!(endings(vec![r_post(11, "s1", "1", "tools/call", "a1", 202), client_eof(500), recv(510, &internal())]), ["shutdown"]);
+    // A second call under id 1 while the first is owed: the protocol refusal is the second's.
+    let in_flight = rpc_error(Some(json!(1)), -32600, "id 1 is already in flight");
+    let ended = endings(vec![r_post(11, "s1", "1", "tools/call", "a1", 202), send(12, &call(json!(1), "a2")), recv(13, &in_flight)]);
+    assert!(ended.contains(&"rpc_error".to_string()), "{ended:?}");
+}
+
+// A request the relayer received without the client's stamp is the bridge's own, from a bridge
+// that passes stamps: mcp-proxy 0.13.0's SDK lists tools by itself after a call
+// (`mcp/client/session.py:419-421`). Live, live.v1.relay.none.f24f0a6bca9aeb6d, 5 of 5: the
+// client's tools/list 3 went out as upstream 1 and a fault swallowed its answer; the SDK's own
+// list went out as upstream 3, and its answer, which the SDK kept, was taken for the client's
+// ("the relayer sent the reply to tools/list id 3 … but the client read nothing"). From a
+// bridge that drops every `_meta`, an unstamped request is still the client's of its id.
+#[test]
+fn reply_accounting_owes_the_client_nothing_for_a_request_the_bridge_sent_itself() {
+    let post = |at_ms: u64, id: &str, client: &str, method: &str, action: &str| {
+        let fields = [("session", json!("s1")), ("id", json!(id)), ("client_id", json!(client)), ("method", json!(method)), ("action", json!(action)), ("status", json!(200))];
+        relayer(at_ms, kind::HTTP_POST, &fields)
+    };
+    let sent = |at_ms: u64, id: &str, client: &str, msg: &Value| {
+        let fields = [("id", json!(id)), ("client_id", json!(client)), ("action", json!("")), ("session", json!("s1")), ("msg", json!(msg.to_string()))];
+        relayer(at_ms, kind::REPLY_SENT, &fields)
+    };
+    let listed = list_result(json!(3));
+    let trace = |stamp: &str, own_stamp: &str| {
+        vec![
+            std_spec(),                                                                           // 0
+            r_open(0, "s1"),                                                                      // 1
+            send(10, &call(json!("r5"), "a6")),                                                   // 2
+            post(12, "2", "\"r5\"", "tools/call", "a6"),                                          // 3
+            send(20, &list(json!(3))),                                                            // 4
+            post(22, "1", stamp, "tools/list", ""),                                               // 5
+            relayer(22, kind::REPLY_LOST, &[("id", json!("1")), ("client_id", json!(stamp)), ("session", json!("s1"))]), // 6
+            sent(300, "2", "\"r5\"", &tool_result(json!(2), "remember a6: done", false)),         // 7
+            recv(302, &tool_result(json!("r5"), "remember a6: done", false)),                     // 8
+            post(305, "3", own_stamp, "tools/list", ""),                                          // 9
+            sent(305, "3", own_stamp, &listed),                                                   // 10
+        ]
+    };
+    // The bridge passes stamps: the list upstream 3 carried none, so it is the bridge's own.
+    assert_clean(&run(outcome_checks::reply_accounting, trace("3", "")));
+    // Stamped with the client's id 3, it is the client's, and its answer was owed.
+    assert_one(&run(outcome_checks::reply_accounting, trace("3", "3")), "reply_accounting", 10, "but the client read nothing");
+}

@@ -11,7 +11,7 @@ use crate::coverage::{faults_injected, Cell, Table, FAULT_KIND};
 use crate::schema::McpSchema;
 use crate::trace::Trace;
 
-use super::checks::{error_text, Facts};
+use super::checks::Facts;
 use super::faults::KINDS;
 use super::story::same_reply;
 use super::wire::PARSE_ERROR;
@@ -24,10 +24,11 @@ use bridge_under_test::relay::client::IdForm;
 pub const FAULT_PHASE: &str = "fault × request phase";
 pub const PHASES: &[&str] = &["queued", "posted", "running", "replying", "idle"];
 
-/// How each request ended, as the client read it: the relayer's own answer (`relayer`), a
-/// rejection naming an HTTP status (`rejected`), the stdin-closed failure (`shutdown`), another
-/// error the bridge made up (`close_out`: the deadline or a lost reply), a JSON-RPC error
-/// (`rpc_error`), or none before the run ended (`unanswered`).
+/// How each request ended, as the client read it: the relayer's own answer (`relayer`), an error
+/// after the relayer refused its POST (`rejected`), an error after stdin closed (`shutdown`),
+/// another error the bridge made up (`close_out`: the deadline or a lost reply), the protocol
+/// refusal its line calls for (`rpc_error`), or none before the run ended (`unanswered`); see
+/// `ending_of`.
 pub const ENDING: &str = "ending kind × method";
 pub const ENDINGS: &[&str] = &["relayer", "rejected", "close_out", "shutdown", "rpc_error", "unanswered"];
 pub const METHODS: &[&str] = &["tools/call", "tools/list", "ping"];
@@ -235,23 +236,29 @@ fn phase_of(facts: &Facts<'_>, n: usize, at_ms: u64, index: usize) -> Option<&'s
     })
 }
 
+/// How request `n` ended, read at the boundaries, never from the wording of a bridge's error
+/// (each bridge words its own: rmcp's bridge says everything as an internal error, -32603, so
+/// until this reading every ending of the `sdk` family but the relayer's fell in `rpc_error`):
+/// - `relayer`: the answer is one the relayer wrote for it (a reply, or its refusal of an
+///   uninitialized session, forwarded);
+/// - `rpc_error`: the protocol refusal its line calls for (`wire::predict`, or an id in flight);
+/// - `shutdown`: an error the bridge made up after the client closed stdin;
+/// - `rejected`: an error after the relayer refused its last POST, or a reset cut it;
+/// - `close_out`: any other error the bridge made up (its deadline, a lost reply).
 fn ending_of(facts: &Facts<'_>, n: usize) -> &'static str {
-    let Some(answer) = &facts.requests[n].answered else { return "unanswered" };
-    if facts.stories.of[n].sent.iter().any(|sent| same_reply(&sent.msg, &answer.msg)) {
+    let (request, story) = (&facts.requests[n], &facts.stories.of[n]);
+    let Some(answer) = &request.answered else { return "unanswered" };
+    if story.sent.iter().chain(&story.refusals).any(|sent| same_reply(&sent.msg, &answer.msg)) {
         return "relayer";
     }
-    // A protocol-level refusal (an id already in flight, an invalid request) is a JSON-RPC error
-    // of the -326xx range; every other ending the bridge makes names what happened.
-    let code = answer.msg.pointer("/error/code").and_then(Value::as_i64);
-    if code.is_some_and(|code| (-32700..=-32600).contains(&code)) {
+    if request.local.is_some() || request.dup {
         return "rpc_error";
     }
-    let text = error_text(&answer.msg).unwrap_or_default();
-    if text.contains("stdin") {
-        "shutdown"
-    } else if text.contains("HTTP ") {
-        "rejected"
-    } else {
-        "close_out"
+    if facts.stories.client_eof.as_ref().is_some_and(|(_, eof, _)| *eof <= answer.at_ms) {
+        return "shutdown";
     }
+    if story.posts.last().is_some_and(|post| post.reset || post.status >= 400) {
+        return "rejected";
+    }
+    "close_out"
 }

@@ -246,15 +246,21 @@ impl Stories {
         // An event for a request the relayer knows by the id it carried: the POST that brought
         // that id names the client's request (by client id and method).
         let mut carried = Carried::default();
+        let stamps_passed = facts.trace.of_kind(kind::HTTP_POST).any(|(_, e)| !e.text("id").is_empty() && !e.text("client_id").is_empty());
         let owner = |event: &TraceEvent, method: Option<&str>| -> Option<usize> {
             let action = event.text("action");
             if !action.is_empty() {
                 return by_action.get(action.as_str()).copied();
             }
-            // The client's id the request stood for: the relayer logs it from the request (a
-            // bridge that rewrites ids passes it along), else the id it carried.
+            // The client's id the request stood for: the relayer logs the one the client stamped
+            // in the request's `_meta` (a bridge that forwards a request keeps it, under whatever
+            // id it sends it). A request without the stamp is the bridge's own where the bridge
+            // passes stamps (mcp-proxy's SDK lists tools itself after a call, and its upstream id
+            // 3 was taken for the client's tools/list 3, live.v1.relay.none.f24f0a6bca9aeb6d);
+            // from a bridge that drops every `_meta`, the id it carried is the client's.
             let id = match event.text("client_id") {
                 client if !client.is_empty() => client,
+                _ if stamps_passed => return None,
                 _ => event.text("id"),
             };
             let candidates = by_id.get(id.as_str())?;

@@ -112,7 +112,7 @@ async fn on_post(
     let id = msg.get("id").map(Value::to_string).unwrap_or_default();
     let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
     let action = super::action_of(&msg);
-    let client_id = super::client_key(&msg);
+    let client_id = super::stamped_client(&msg);
     // The step a client notification names in its `_meta` (empty for anything else).
     let note = crate::relay::client::note_step(&msg).map(Value::to_string).unwrap_or_default();
     let session = if standard(&app) { session } else { Some(session.unwrap_or_default()) };

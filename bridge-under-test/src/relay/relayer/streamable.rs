@@ -335,7 +335,7 @@ fn log_post(session: &str, msg: &Value, key: Option<&str>, status: u16, cause: &
         kind::HTTP_POST,
         session = %session,
         id = %id,
-        client_id = %super::client_key(msg),
+        client_id = %super::stamped_client(msg),
         note,
         method,
         action = %super::action_of(msg),
@@ -347,7 +347,7 @@ fn log_post(session: &str, msg: &Value, key: Option<&str>, status: u16, cause: &
 
 fn log_reset(session: &str, msg: &Value) {
     let id = msg.get("id").map(Value::to_string).unwrap_or_default();
-    let (client_id, action) = (super::client_key(msg), super::action_of(msg));
+    let (client_id, action) = (super::stamped_client(msg), super::action_of(msg));
     emit!(kind::FAULT_FIRED, fault = "post_reset", id = %id, client_id = %client_id, action = %action, session = %session);
 }
 
@@ -495,7 +495,7 @@ async fn on_post(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Res
             let msg = &messages[0];
             let id = msg.get("id").cloned().unwrap_or(Value::Null);
             log_post("", msg, key.as_deref(), 200, "accepted");
-            let (client, action) = (super::client_key(msg), super::action_of(msg));
+            let (client, action) = (super::stamped_client(msg), super::action_of(msg));
             emit!(kind::RPC_REFUSED, id = %id, client_id = %client, method = "initialize", action = %action, session = "", reason = "invalid_params");
             if reset.is_some() {
                 log_reset("", msg);
@@ -515,7 +515,7 @@ async fn serve_post(app: &App, session: &str, messages: Vec<Value>, batch: bool,
     let requests: Vec<(String, String)> = messages
         .iter()
         .filter_map(|msg| match jsonrpc::shape(msg) {
-            Shape::Request { id, .. } => Some((id_key(&id), super::client_key(msg))),
+            Shape::Request { id, .. } => Some((id_key(&id), super::knob_key(msg))),
             _ => None,
         })
         .collect();
