@@ -92,6 +92,13 @@ def classify(bridge, oracle, detail, oracles=()):
         return 'P6 (stdin unread while its start-up hangs)'
     if oracle == 'reply_accounting' and bridge == 'mcp-proxy' and 'Conn' in detail:
         return 'P7 (a reply lost as the session died)'
+    # A tool call's answer the relayer wrote and the client never read: mcp-proxy's SDK lists
+    # tools itself after the call (mcp/client/session.py:419-421) and a failure of that list's POST
+    # ends the session with the answer in hand (P8; the eighteenth round replayed
+    # b788932210eae308 and 84ee19bb605d8272, 5 of 5 each). A tools/list's reply never read was H16
+    # (mcp-proxy's own list taken for the client's), fixed: none is classified.
+    if oracle == 'reply_accounting' and bridge == 'mcp-proxy' and 'the reply to tools/call' in detail and 'but the client read nothing' in detail:
+        return 'P8'
     if oracle == 'notifications_delivered':
         if bridge == 'mcp-proxy':
             # Cancellations and roots/list_changed are never forwarded (P2, P3); anything else it
