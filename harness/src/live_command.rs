@@ -46,6 +46,11 @@ pub struct LiveArgs {
     /// The oracle shrinking keeps broken (default: the first one the case broke).
     #[arg(long)]
     oracle: Option<String>,
+    /// With --shrink: a run keeps the oracle broken only by a verdict whose text contains this
+    /// (an oracle broken another way is another finding: "never initialized" is M5's
+    /// `sessions_initialized`, "a second time" M6's). Reproduction rates count the same way.
+    #[arg(long, requires = "oracle")]
+    matching: Option<String>,
     /// Write the case (shrunk, when it was) as a case file `--replay FILE` runs again; in a hunt,
     /// the first failure's.
     #[arg(long)]
@@ -326,27 +331,57 @@ fn report(case: &Case, judged: Judged, bridge: &Bridge, args: &LiveArgs, schema:
     Ok(())
 }
 
-/// The oracle a shrink keeps broken: `--oracle`, which a run of the case must have broken, else
-/// the first one broken.
-fn shrink_oracle(args: &LiveArgs, violations: &[Violation]) -> Result<String, String> {
+/// What a shrink keeps broken: an oracle, and with `--matching`, a verdict of it that says so.
+struct Kept {
+    oracle: String,
+    matching: Option<String>,
+}
+
+impl Kept {
+    fn broken_by(&self, violations: &[Violation]) -> bool {
+        violations.iter().any(|v| v.invariant == self.oracle && self.matching.as_deref().is_none_or(|text| v.detail.contains(text)))
+    }
+}
+
+impl std::fmt::Display for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.matching {
+            Some(text) => write!(f, "{} (a verdict saying {text:?})", self.oracle),
+            None => write!(f, "{}", self.oracle),
+        }
+    }
+}
+
+/// What a shrink keeps broken: `--oracle` (and `--matching`), which a run of the case must have
+/// broken so, else the first oracle broken.
+fn shrink_oracle(args: &LiveArgs, violations: &[Violation]) -> Result<Kept, String> {
+    kept_broken(args.oracle.as_deref(), args.matching.as_deref(), violations)
+}
+
+fn kept_broken(oracle: Option<&str>, matching: Option<&str>, violations: &[Violation]) -> Result<Kept, String> {
     let broken = oracles(violations);
-    match &args.oracle {
-        Some(name) if broken.contains(name) => Ok(name.clone()),
-        Some(name) => Err(format!("--oracle {name}: the case did not break it (it broke {})", broken.join(", "))),
-        None => Ok(broken[0].clone()),
+    let oracle = oracle.map_or_else(|| broken[0].clone(), str::to_string);
+    let kept = Kept { oracle, matching: matching.map(str::to_string) };
+    if kept.broken_by(violations) {
+        return Ok(kept);
+    }
+    let said = |v: &&Violation| v.invariant == kept.oracle;
+    match violations.iter().find(said) {
+        Some(other) => Err(format!("--matching {:?}: no verdict of {} says it (one says: {})", kept.matching.as_deref().unwrap_or(""), kept.oracle, other.detail)),
+        None => Err(format!("--oracle {}: the case did not break it (it broke {})", kept.oracle, broken.join(", "))),
     }
 }
 
 /// Shrink `case` by `invariant` within the budget, print the smaller case and how often it
 /// reproduces; the smaller case, when one failed.
-fn shrink_and_measure(case: &Case, bridge: &Bridge, args: &LiveArgs, invariant: &str, schema: &McpSchema) -> Result<Option<Case>, String> {
+fn shrink_and_measure(case: &Case, bridge: &Bridge, args: &LiveArgs, invariant: &Kept, schema: &McpSchema) -> Result<Option<Case>, String> {
     if args.shrink_budget == 0 {
         return Ok(None);
     }
     eprintln!("shrinking by {invariant} (at most {} runs)...", args.shrink_budget);
     let shrunk = live::shrink::shrink(case, args.shrink_budget, |candidate| {
         let judged = live::run(candidate, bridge, schema).map_err(|e| e.0)?;
-        let failed = judged.violations.iter().any(|v| v.invariant == invariant);
+        let failed = invariant.broken_by(&judged.violations);
         eprintln!(
             "  shrink run: {} steps, {} faults: {}",
             candidate.scenario.script.steps.len(),
@@ -405,12 +440,12 @@ fn print_stderr(judged: &Judged) {
 }
 
 /// Rerun `case` `runs` times: how many runs broke `invariant`, and the last run.
-fn reproduce(case: &Case, bridge: &Bridge, runs: u64, invariant: &str, schema: &McpSchema) -> Result<(u64, Option<Judged>), String> {
+fn reproduce(case: &Case, bridge: &Bridge, runs: u64, invariant: &Kept, schema: &McpSchema) -> Result<(u64, Option<Judged>), String> {
     let mut hits = 0;
     let mut last = None;
     for _ in 0..runs {
         let judged = live::run(case, bridge, schema).map_err(|e| e.0)?;
-        if judged.violations.iter().any(|v| v.invariant == invariant) {
+        if invariant.broken_by(&judged.violations) {
             hits += 1;
         }
         last = Some(judged);
@@ -569,5 +604,21 @@ mod tests {
         assert_eq!(lines[0]["violations"][1]["at_ms"], 1_200);
         assert_eq!(lines[1]["oracles"], serde_json::json!([]));
         assert!(CaseReport::create(std::path::Path::new("/nonexistent-dir/r.jsonl")).is_err_and(|e| e.starts_with("--report /nonexistent-dir/r.jsonl")));
+    }
+
+    // `--matching` keeps one finding's path: a case that broke the oracle another way is not it,
+    // and a candidate counts only if a verdict of the oracle says the text.
+    #[test]
+    fn a_shrink_keeps_the_verdict_it_was_asked_for() {
+        let said = |detail: &str| Violation { invariant: "sessions_initialized".to_string(), at_ms: 1, event_index: 0, detail: detail.to_string() };
+        let twice = vec![said("received notifications/initialized on session s a second time")];
+        let never = vec![said("tools/call on session s, which was never initialized")];
+        let kept = kept_broken(Some("sessions_initialized"), Some("never initialized"), &never).expect("the case broke it so");
+        assert!(kept.broken_by(&never));
+        assert!(!kept.broken_by(&twice), "another path to the same oracle is another finding");
+        let refused = kept_broken(Some("sessions_initialized"), Some("never initialized"), &twice).err().expect("refused");
+        assert!(refused.contains("no verdict of sessions_initialized says it"), "{refused}");
+        let any = kept_broken(None, None, &twice).expect("the first oracle broken");
+        assert!(any.broken_by(&twice) && any.broken_by(&never));
     }
 }
