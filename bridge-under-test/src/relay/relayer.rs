@@ -292,7 +292,7 @@ impl App {
             return;
         }
         let Shape::Request { id, method } = jsonrpc::shape(&msg) else { return };
-        let (keys, action) = (client_keys(&msg), action_of(&msg));
+        let (keys, action) = (ClientKeys::of(&msg), action_of(&msg));
         let to = Recipient::new(session, &id, &keys, &action);
         // An `initialize` without the params the MCP schema requires initializes nothing.
         if method == "initialize" && !initialize_params_valid(&msg) {
@@ -352,7 +352,7 @@ impl App {
                 execution.reply_to = session.to_string();
                 let done = execution.done.clone();
                 drop(durable);
-                let (action, keys) = (action_of(msg), client_keys(msg));
+                let (action, keys) = (action_of(msg), ClientKeys::of(msg));
                 emit!(kind::TOOL_DEDUP, id = %id, key = %key, action = %action, session = %session);
                 if let Some(result) = done {
                     let to = Recipient::new(session, &id, &keys, &action);
@@ -374,13 +374,13 @@ impl App {
             key = key.as_deref().unwrap_or(""),
             session = %session
         );
-        let keys = client_keys(msg);
-        let slow_ms = lock(&self.0.knobs).slow_ids.remove(&keys.1);
+        let keys = ClientKeys::of(msg);
+        let slow_ms = lock(&self.0.knobs).slow_ids.remove(&keys.knob);
         let app = self.clone();
         let session = session.to_string();
         let action = action.to_string();
         tokio::task::spawn_local(async move {
-            let (elapsed_ms, result, ok) = app.work(&tool, &action, work_ms, slow_ms, &id, &keys.0).await;
+            let (elapsed_ms, result, ok) = app.work(&tool, &action, work_ms, slow_ms, &id, &keys.stamp).await;
             emit!(
                 kind::TOOL_DONE,
                 id = %id,
@@ -446,7 +446,8 @@ impl App {
         let Some(delay_ms) = late else { return self.deliver(to, &msg, copies) };
         emit!(kind::FAULT_FIRED, fault = "late_reply", id = %id, client_id = client, action, session = %session);
         let app = self.clone();
-        let (session, id, keys, action) = (session.to_string(), id.clone(), (client.to_string(), to.key.to_string()), action.to_string());
+        let keys = ClientKeys { stamp: client.to_string(), knob: to.key.to_string() };
+        let (session, id, action) = (session.to_string(), id.clone(), action.to_string());
         tokio::task::spawn_local(async move {
             seam::sleep_ms(delay_ms).await;
             let to = Recipient::new(&session, &id, &keys, &action);
@@ -559,8 +560,23 @@ struct Recipient<'a> {
 }
 
 impl<'a> Recipient<'a> {
-    fn new(session: &'a str, id: &'a Value, (client, key): &'a (String, String), action: &'a str) -> Self {
-        Self { session, id, client, key, action }
+    fn new(session: &'a str, id: &'a Value, keys: &'a ClientKeys, action: &'a str) -> Self {
+        Self { session, id, client: &keys.stamp, key: &keys.knob, action }
+    }
+}
+
+/// The two names of a request's client: the id the client stamped (what the log names; empty
+/// for a request without the stamp) and the key the fault knobs are keyed by.
+pub(crate) struct ClientKeys {
+    pub stamp: String,
+    pub knob: String,
+}
+
+impl ClientKeys {
+    pub fn of(msg: &Value) -> Self {
+        let stamp = stamped_client(msg);
+        let knob = knob_key(&stamp, msg.get("id"));
+        Self { stamp, knob }
     }
 }
 
@@ -575,18 +591,13 @@ pub(crate) fn stamped_client(msg: &Value) -> String {
 }
 
 /// What the per-request fault knobs are keyed by: the client's stamped id, else the request's
-/// own id (canonical JSON), so a fault on a step reaches what goes out under its id: the bridge's
-/// own `initialize` under the client's id 0 too (mcp-proxy's handshake, P6).
-pub(crate) fn knob_key(msg: &Value) -> String {
-    match msg.pointer("/params/_meta/sim.relay~1clientId") {
-        Some(client) => id_key(client),
-        None => msg.get("id").map(id_key).unwrap_or_default(),
+/// own id `id` (canonical JSON; empty for none), so a fault on a step reaches what goes out under
+/// its id: the bridge's own `initialize` under the client's id 0 too (mcp-proxy's handshake, P6).
+pub(crate) fn knob_key(stamp: &str, id: Option<&Value>) -> String {
+    match stamp {
+        "" => id.map(id_key).unwrap_or_default(),
+        stamp => stamp.to_string(),
     }
-}
-
-/// Both: the log's client id and the knobs' key.
-fn client_keys(msg: &Value) -> (String, String) {
-    (stamped_client(msg), knob_key(msg))
 }
 
 /// Whether an `initialize` carries what the MCP schema requires of its params: a

@@ -233,9 +233,8 @@ impl ServerHandler for Tools {
             .and_then(|parts| header(&parts.headers, "mcp-session-id"))
             .unwrap_or("")
             .to_string();
-        // The log names the client's stamped id; the knobs are keyed by it, else by the id.
         let client = context.meta.get(crate::relay::client::CLIENT_ID_META).map(id_key).unwrap_or_default();
-        let key = if client.is_empty() { id_key(&id) } else { client.clone() };
+        let key = relayer::knob_key(&client, Some(&id));
         let arguments = request.arguments.clone().unwrap_or_default();
         let tool = request.name.to_string();
         let action = arguments.get("action").and_then(Value::as_str).unwrap_or("").to_string();
@@ -456,7 +455,8 @@ fn admitted(server: &Server, session: &str, messages: &[Value]) {
             _ => {}
         }
         if let (Some(id), Some(_)) = (msg.get("id"), msg.get("method")) {
-            let entry = (relayer::stamped_client(msg), relayer::knob_key(msg), relayer::action_of(msg));
+            let relayer::ClientKeys { stamp, knob } = relayer::ClientKeys::of(msg);
+            let entry = (stamp, knob, relayer::action_of(msg));
             lock(&server.live).requests.insert((session.to_string(), id_key(id)), entry);
         }
     }

@@ -515,7 +515,7 @@ async fn serve_post(app: &App, session: &str, messages: Vec<Value>, batch: bool,
     let requests: Vec<(String, String)> = messages
         .iter()
         .filter_map(|msg| match jsonrpc::shape(msg) {
-            Shape::Request { id, .. } => Some((id_key(&id), super::knob_key(msg))),
+            Shape::Request { id, .. } => Some((id_key(&id), super::ClientKeys::of(msg).knob)),
             _ => None,
         })
         .collect();
