@@ -456,3 +456,38 @@ async fn exchange(
         .ok()
         .flatten()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::daemon::client::SharedCliKnobs;
+    use crate::daemon::config::{DaemonBugs, Rules, Timing};
+    use crate::daemon::machine::Machine;
+
+    /// The process table's side of a kill: the first kill asked for ends its process; when, in
+    /// milliseconds from the start.
+    async fn carry_out_first_kill(machine: &Machine) -> u64 {
+        let start = seam::now();
+        loop {
+            let changed = machine.changed.notified();
+            if let Some((pid, why)) = machine.take_kill() {
+                machine.exited(pid, why);
+                return seam::ms_since(start);
+            }
+            changed.await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_daemon_that_will_not_go_is_killed_when_the_stop_wait_ends_not_a_poll_later() {
+        let machine = Machine::shared();
+        let pid = machine.request_launch();
+        let cli = Cli { rules: Rules { timing: Timing::default(), bugs: DaemonBugs::default() }, machine: Rc::clone(&machine), knobs: SharedCliKnobs::default() };
+        let who = Who { cli: &cli, pid: machine.begin_cli(), action: 0, version: PROTOCOL_VERSION, seq: Cell::new(0) };
+        let (killed_at_ms, ()) = tokio::join!(carry_out_first_kill(&machine), wait_gone(&who, pid));
+        assert_eq!(killed_at_ms, STOP_WAIT_MS, "a stopped daemon is given STOP_WAIT_MS to go, then killed");
+        assert!(!machine.alive(pid));
+    }
+}
