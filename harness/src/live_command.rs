@@ -379,7 +379,9 @@ fn shrink_and_measure(case: &Case, bridge: &Bridge, args: &LiveArgs, invariant: 
         return Ok(None);
     }
     eprintln!("shrinking by {invariant} (at most {} runs)...", args.shrink_budget);
+    let mut tried = 0;
     let shrunk = live::shrink::shrink(case, args.shrink_budget, |candidate| {
+        tried += 1;
         let judged = live::run(candidate, bridge, schema).map_err(|e| e.0)?;
         let failed = invariant.broken_by(&judged.violations);
         eprintln!(
@@ -391,7 +393,8 @@ fn shrink_and_measure(case: &Case, bridge: &Bridge, args: &LiveArgs, invariant: 
         Ok::<_, String>(failed.then_some(judged))
     })?;
     let Some(shrunk) = shrunk else {
-        println!("shrinking: no smaller case failed in {} runs", args.shrink_budget);
+        // A saved case offers only its fault entries to drop, so the budget may not be spent.
+        println!("shrinking: no smaller case failed in {tried} runs (budget {})", args.shrink_budget);
         return Ok(None);
     };
     let (again, _) = reproduce(&shrunk.case, bridge, args.runs.max(1), invariant, schema)?;

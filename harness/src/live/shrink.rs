@@ -6,9 +6,14 @@
 //! - the token's value tree (proptest's own simplification: fewer steps, milder faults), taken
 //!   only when the case is still the one its token generates (a saved case may already be shrunk);
 //! - then each remaining fault entry dropped in turn, last first: what is left is the faults the
-//!   failure needs.
+//!   failure needs;
+//! - then each remaining step but the handshake dropped in turn, last first (a per-call fault on
+//!   a dropped step goes with it; the others are renumbered), so a saved or hand-written case,
+//!   which has no value tree, sheds the steps the failure does not need too.
 
 use proptest::strategy::ValueTree;
+
+use bridge_under_test::relay::client::Op;
 
 use super::{generate, Case};
 
@@ -76,7 +81,38 @@ pub fn shrink<J, E>(case: &Case, budget: usize, mut attempt: impl FnMut(&Case) -
             best = Some((candidate, evidence));
         }
     }
+    let mut index = current.scenario.script.steps.len();
+    while index > 0 && runs < budget {
+        index -= 1;
+        if matches!(current.scenario.script.steps[index].op, Op::Initialize | Op::Initialized) {
+            continue;
+        }
+        let candidate = without_step(&current, index);
+        runs += 1;
+        if let Some(evidence) = attempt(&candidate)? {
+            current = candidate.clone();
+            best = Some((candidate, evidence));
+        }
+    }
     Ok(best.map(|(case, failed)| Shrunk { case, failed, runs }))
+}
+
+/// `case` without its step `index`: a fault on that step goes with it, a fault on a later step
+/// follows its step to its new place.
+fn without_step(case: &Case, index: usize) -> Case {
+    let mut smaller = case.clone();
+    smaller.scenario.script.steps.remove(index);
+    smaller.scenario.faults.retain_mut(|fault| match fault.step_mut() {
+        Some(step) if *step == index => false,
+        Some(step) => {
+            if *step > index {
+                *step -= 1;
+            }
+            true
+        }
+        None => true,
+    });
+    smaller
 }
 
 #[cfg(test)]
@@ -109,23 +145,31 @@ mod tests {
         assert!(shrunk.runs <= 200);
     }
 
+    fn handshake(case: &Case) -> usize {
+        case.scenario.script.steps.iter().filter(|step| matches!(step.op, Op::Initialize | Op::Initialized)).count()
+    }
+
     #[test]
-    fn a_saved_case_is_shrunk_by_dropping_faults_within_the_budget() {
+    fn a_saved_case_is_shrunk_by_dropping_faults_then_steps_within_the_budget() {
         // Not the case its token generates (as a saved, already shrunk case is not): the value
         // tree is not taken; dropping entries is.
         let mut case = case_with(is_restart, 3);
         case.scenario.script.steps.pop();
         let faults = case.scenario.faults.len();
+        let steps = case.scenario.script.steps.len();
         let mut runs = 0;
         let shrunk = shrink(&case, 200, |candidate| {
             runs += 1;
-            assert_eq!(candidate.scenario.script, case.scenario.script, "the script of a saved case is kept");
+            if runs <= faults {
+                assert_eq!(candidate.scenario.script, case.scenario.script, "faults are dropped first, the script kept");
+            }
             fails_with(is_restart)(candidate)
         })
         .unwrap()
         .expect("nothing smaller failed");
-        assert_eq!(runs, faults, "one run per fault entry");
+        assert_eq!(runs, faults + steps - handshake(&case), "one run per fault entry, then one per step but the handshake");
         assert_eq!(shrunk.case.scenario.faults.iter().filter(|f| is_restart(f)).count(), shrunk.case.scenario.faults.len());
+        assert_eq!(shrunk.case.scenario.script.steps.len(), handshake(&case), "the failure needs no step but the handshake");
 
         let mut spent = 0;
         let bounded = shrink(&case, 2, |candidate| {
@@ -134,6 +178,44 @@ mod tests {
         });
         assert!(bounded.is_ok());
         assert_eq!(spent, 2, "the budget bounds the runs");
+    }
+
+    #[test]
+    fn a_dropped_step_takes_its_faults_with_it_and_later_faults_follow_their_step() {
+        // A failure that needs the slow tool on one call (known by its id): shrinking must keep
+        // that call, and the fault must still name it after the steps before it are gone.
+        // A saved case (its script's end moved), so the value tree, which draws new plans, is
+        // not taken.
+        let mut case = (0..4_000)
+            .map(|index| super::super::case(11, index))
+            .find(|case| {
+                let steps = &case.scenario.script.steps;
+                case.scenario.faults.iter().any(|f| matches!(f, RelayFault::SlowTool { step, .. } if *step + 1 < steps.len() && *step > 2))
+            })
+            .expect("no case with a slow tool on a middle step in 4 000");
+        case.scenario.script.end_at_ms += 1;
+        let slow_id = |case: &Case| {
+            case.scenario.faults.iter().find_map(|f| match f {
+                RelayFault::SlowTool { step, .. } => Some(case.scenario.script.steps[*step].id),
+                _ => None,
+            })
+        };
+        let wanted = slow_id(&case).unwrap();
+        let shrunk = shrink(&case, 500, |candidate| Ok::<_, ()>((slow_id(candidate) == Some(wanted)).then_some(())))
+            .unwrap()
+            .expect("nothing smaller failed");
+        let steps = &shrunk.case.scenario.script.steps;
+        assert_eq!(steps.len(), handshake(&case) + 1, "{steps:?}");
+        assert_eq!(shrunk.case.scenario.faults.len(), 1, "{:?}", shrunk.case.scenario.faults);
+        assert_eq!(slow_id(&shrunk.case), Some(wanted), "the fault followed its step");
+
+        let index = case.scenario.faults.iter().find_map(|f| match f {
+            RelayFault::SlowTool { step, .. } => Some(*step),
+            _ => None,
+        });
+        let gone = without_step(&case, index.unwrap());
+        assert!(gone.scenario.faults.len() < case.scenario.faults.len(), "the fault on the dropped step went with it");
+        assert_eq!(gone.scenario.script.steps.len(), case.scenario.script.steps.len() - 1);
     }
 
     #[test]

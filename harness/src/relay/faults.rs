@@ -120,6 +120,14 @@ pub const KINDS: &[&str] = &[
 ];
 
 impl RelayFault {
+    /// The script step a per-call fault names (None for a windowed fault or an instant).
+    pub fn step_mut(&mut self) -> Option<&mut usize> {
+        match self {
+            Self::DuplicateReply { step } | Self::LateReply { step, .. } | Self::SwallowReply { step } | Self::SlowTool { step, .. } => Some(step),
+            _ => None,
+        }
+    }
+
     /// The kind's name, as in [`KINDS`].
     pub fn name(&self) -> &'static str {
         match self {
