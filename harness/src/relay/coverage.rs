@@ -112,8 +112,14 @@ pub const TABLES: &[Table] = &[
         ],
     },
     Table { name: NOTE_MOMENT, rows: NOTES, cols: MOMENTS, unreachable: &[] },
-    Table { name: LOCAL_ERROR, rows: LOCAL_FORMS, cols: &["answered"], unreachable: &[] },
+    local_errors(&[]),
 ];
+
+/// The local-error table (the last of [`TABLES`]), with the cells a family's bridge cannot reach
+/// by its design.
+pub const fn local_errors(unreachable: &'static [(&'static str, &'static str)]) -> Table {
+    Table { name: LOCAL_ERROR, rows: LOCAL_FORMS, cols: &["answered"], unreachable }
+}
 
 /// The cells one run's trace hits (each at most once per case, but per-kind injections).
 pub fn observe(trace: &Trace) -> Vec<Cell> {

@@ -24,6 +24,7 @@ use proptest::strategy::BoxedStrategy;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use crate::coverage::Table;
 use crate::family::{self, Family, FamilyScenario, Scenario, Scheduled, SimParams};
 use crate::relay::faults::{self, RelayFault, Targets};
 use crate::relay::profile::{Deadline, Profile};
@@ -91,8 +92,18 @@ pub const SDK: Family = Family {
     scenario_tag: "sdk",
     read: family::read::<SdkScenario>,
     check: checks::check,
-    coverage_tables: coverage::TABLES,
+    coverage_tables: COVERAGE_TABLES,
     observe: coverage::observe,
+};
+
+/// The relay family's coverage tables, but for a cell rmcp's bridge cannot reach by design: rmcp
+/// ignores a line that is not JSON and answers nothing ("replying to invalid data can trigger an
+/// error storm", rmcp 3.11.0 `src/transport/async_rw.rs:315-323`, rust-sdk issue 938), so no
+/// parse error is answered.
+const COVERAGE_TABLES: &[Table] = {
+    const RELAY: &[Table] = coverage::TABLES;
+    assert!(RELAY.len() == 7, "the local-error table is the relay's last");
+    &[RELAY[0], RELAY[1], RELAY[2], RELAY[3], RELAY[4], RELAY[5], coverage::local_errors(&[("parse_error", "answered")])]
 };
 
 /// Family `sdk_rmcp`: the same against rmcp's own server.
@@ -256,6 +267,19 @@ fn strategy_of(server: SdkServer, bugs: SdkBugs, seed: u64, kinds: &'static [&'s
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_coverage_tables_are_the_relays_but_for_the_parse_error_rmcp_never_answers() {
+        let (sdk, relay) = (super::COVERAGE_TABLES, crate::relay::coverage::TABLES);
+        let names = |tables: &[crate::coverage::Table]| tables.iter().map(|t| t.name).collect::<Vec<_>>();
+        assert_eq!(names(sdk), names(relay));
+        for (ours, theirs) in sdk.iter().zip(relay) {
+            assert_eq!((ours.rows, ours.cols), (theirs.rows, theirs.cols), "{}", ours.name);
+            let extra: Vec<_> = ours.unreachable.iter().filter(|cell| !theirs.unreachable.contains(cell)).collect();
+            let expected: &[(&str, &str)] = if ours.name == crate::relay::coverage::LOCAL_ERROR { &[("parse_error", "answered")] } else { &[] };
+            assert_eq!(extra, expected.iter().collect::<Vec<_>>(), "{}", ours.name);
+        }
+    }
+
     #[test]
     fn the_profile_parses_and_promises_only_policy() {
         let profile = super::profile();
