@@ -43,7 +43,8 @@ pub struct LiveArgs {
     /// With --replay: shrink the case once its runs are done (at most --shrink-budget runs).
     #[arg(long, requires = "replay")]
     shrink: bool,
-    /// The oracle shrinking keeps broken (default: the first one the case broke).
+    /// The oracle shrinking keeps broken (default: the first one the case broke). A replay counts
+    /// the runs that broke it (as `--matching` says) and shows and writes the last of them.
     #[arg(long)]
     oracle: Option<String>,
     /// With --shrink: a run keeps the oracle broken only by a verdict whose text contains this
@@ -460,8 +461,11 @@ fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> 
     println!("live replay: {}{} against `{}`, speed {}, {} runs", case.token(), if case.scenario == live::generate(case.seed).current() { "" } else { " (a saved case, not the token's own)" }, bridge.command, bridge.speed, args.runs);
     let mut tally: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
     let mut failed = 0;
-    // The run shown and written: the last that failed, else the last (a failure that reproduces
-    // 1 run in 3 is read from its own trace, not from a clean run's).
+    // The run shown and written: the last that broke `--oracle` (as `--matching` says), else the
+    // last that failed, else the last (a failure that reproduces 1 run in 3 is read from its own
+    // trace, not from a clean run's, nor from a run that failed another way).
+    let wanted = args.oracle.as_ref().map(|oracle| Kept { oracle: oracle.clone(), matching: args.matching.clone() });
+    let mut wanted_hits = 0;
     let mut shown: Option<(u64, Judged)> = None;
     // Every run's violations, in order: what the shrink may keep broken.
     let mut broken = Vec::new();
@@ -476,14 +480,22 @@ fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> 
         for name in names {
             *tally.entry(name).or_default() += 1;
         }
-        shown = Some(shown_run(shown, run, judged));
+        wanted_hits += u64::from(wanted.as_ref().is_some_and(|w| w.broken_by(&judged.violations)));
+        shown = Some(shown_run(shown, run, judged, wanted.as_ref()));
     }
     println!("failed {failed} of {} runs", args.runs);
     for (name, count) in &tally {
         println!("  {name}: {count} of {} runs", args.runs);
     }
+    if let Some(wanted) = &wanted {
+        println!("  {wanted}: {wanted_hits} of {} runs", args.runs);
+    }
     let Some((run, judged)) = shown else { return Ok(ExitCode::SUCCESS) };
-    let which = if judged.violations.is_empty() { "the last run's trace".to_string() } else { format!("run {run}'s trace, the last that failed") };
+    let which = match &wanted {
+        Some(wanted) if wanted.broken_by(&judged.violations) => format!("run {run}'s trace, the last that broke {wanted}"),
+        _ if judged.violations.is_empty() => "the last run's trace".to_string(),
+        _ => format!("run {run}'s trace, the last that failed"),
+    };
     println!("--- {which} ({} events)", judged.trace.events.len());
     print!("{}", judged.trace.render());
     print_violations(&judged.violations);
@@ -502,10 +514,15 @@ fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> 
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-/// Of a replay's runs, the one to show: the last that failed, else the last.
-fn shown_run(kept: Option<(u64, Judged)>, run: u64, judged: Judged) -> (u64, Judged) {
+/// Of a replay's runs, the one to show: the last that broke `wanted` (when given), else the last
+/// that failed, else the last.
+fn shown_run(kept: Option<(u64, Judged)>, run: u64, judged: Judged, wanted: Option<&Kept>) -> (u64, Judged) {
+    let rank = |judged: &Judged| match wanted {
+        Some(wanted) if wanted.broken_by(&judged.violations) => 2,
+        _ => u8::from(!judged.violations.is_empty()),
+    };
     match kept {
-        Some(kept) if judged.violations.is_empty() && !kept.1.violations.is_empty() => kept,
+        Some(kept) if rank(&judged) < rank(&kept.1) => kept,
         _ => (run, judged),
     }
 }
@@ -568,7 +585,7 @@ mod tests {
         let runs = |failing: &[bool]| {
             let mut shown = None;
             for (run, failed) in (1..).zip(failing) {
-                shown = Some(shown_run(shown, run, judged(if *failed { broken() } else { Vec::new() })));
+                shown = Some(shown_run(shown, run, judged(if *failed { broken() } else { Vec::new() }), None));
             }
             shown.map(|(run, _)| run)
         };
@@ -576,6 +593,28 @@ mod tests {
         assert_eq!(runs(&[true, false, true, false]), Some(3));
         assert_eq!(runs(&[false, false, false]), Some(3));
         assert_eq!(runs(&[false, true]), Some(2));
+    }
+
+    // With `--oracle` (and `--matching`), a replay shows the last run that broke it so: M5's
+    // verdict came 1 run in 3, and the other runs failed other oracles (or the same oracle
+    // another way, M6's "a second time"), whose traces are another finding's.
+    #[test]
+    fn a_replay_with_an_oracle_shows_the_last_run_that_broke_it_so() {
+        let verdict = |oracle: &str, detail: &str| Violation { invariant: oracle.to_string(), at_ms: 1, event_index: 0, detail: detail.to_string() };
+        let wanted = Kept { oracle: "sessions_initialized".to_string(), matching: Some("never initialized".to_string()) };
+        let runs = |verdicts: Vec<Vec<Violation>>| {
+            let mut shown = None;
+            for (run, violations) in (1..).zip(verdicts) {
+                shown = Some(shown_run(shown, run, judged(violations), Some(&wanted)));
+            }
+            shown.map(|(run, _)| run)
+        };
+        let m5 = || vec![verdict("sessions_initialized", "tools/call id 7 on session s, which was never initialized")];
+        let m6 = || vec![verdict("sessions_initialized", "received notifications/initialized on session s a second time")];
+        let other = || vec![verdict("one_reply_per_id", "a second reply for id 0")];
+        assert_eq!(runs(vec![m5(), other(), m6()]), Some(1), "a later run that failed another way is not shown");
+        assert_eq!(runs(vec![other(), m5(), m5(), Vec::new()]), Some(3));
+        assert_eq!(runs(vec![m6(), other(), Vec::new()]), Some(2), "with no run breaking it so, the last that failed");
     }
 
     // A hunt's report holds one line per case as it ended, each violation's oracle and detail
