@@ -488,7 +488,7 @@ fn replay(case: &Case, bridge: &Bridge, args: &LiveArgs, schema: &McpSchema) -> 
         println!("  {name}: {count} of {} runs", args.runs);
     }
     if let Some(wanted) = &wanted {
-        println!("  {wanted}: {wanted_hits} of {} runs", args.runs);
+        println!("  --oracle {wanted}: {wanted_hits} of {} runs", args.runs);
     }
     let Some((run, judged)) = shown else { return Ok(ExitCode::SUCCESS) };
     let which = match &wanted {

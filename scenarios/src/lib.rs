@@ -7,7 +7,7 @@ pub mod daemon;
 pub mod daemon_lifecycle;
 pub mod sdk;
 
-use bridge_under_test::relay::client::{ClientScript, Op, Step, Tool};
+use bridge_under_test::relay::client::{ClientScript, Note, Op, Step, Tool};
 use bridge_under_test::relay::RelayBugs;
 use harness::relay::faults::RelayFault;
 use harness::relay::{strategy, RelayScenario, Spec, Timing};
@@ -194,6 +194,21 @@ pub fn accepted_call_replayed_into_resets() -> Scenario {
 pub fn late_handshake() -> Scenario {
     let steps = vec![step(300, 0, Op::Initialize), step(600, 0, Op::Initialized), call(620, 1, Tool::Recall, 50)];
     relay(9, fast_timing(30_000, 8_000), steps, vec![])
+}
+
+/// A session the relayer forgets while its stream stays up (`session_lost`, keep-alives and
+/// all), between the bridge's own `initialize` and the client's late handshake: the bridge's
+/// `notifications/initialized` and the client's notification after it are answered 404, and only
+/// the reconnect a 404 calls for (MODEL.md 1.4) gets them to the relayer. No stream end tells
+/// the bridge.
+pub fn lost_session() -> Scenario {
+    let steps = vec![
+        step(300, 0, Op::Initialize),
+        step(600, 0, Op::Initialized),
+        step(650, 1, Op::Notify { note: Note::RootsListChanged }),
+        step(2_000, 2, Op::Notify { note: Note::Progress }),
+    ];
+    relay(9, fast_timing(30_000, 8_000), steps, vec![RelayFault::SessionLost { at_ms: 450 }])
 }
 
 /// A quiet but healthy stream: keep-alives every 200 ms are all the relayer writes for 4 s, more

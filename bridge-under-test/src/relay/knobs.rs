@@ -40,6 +40,10 @@ pub struct RelayerKnobs {
     pub stalls: u64,
     /// Bumped to end every open stream (EOF).
     pub eof_epoch: u64,
+    /// Bumped to forget every session open now while its streams stay up, keep-alives and all:
+    /// a POST to one is answered 404 (`gone`), as by a relayer that expired it, or behind a load
+    /// balancer that lost its sticky route to the instance holding it.
+    pub lost_epoch: u64,
     /// While set, every stream opened is dropped at once: before its endpoint event (`false`)
     /// or right after it (`true`): a proxy that accepts connections and cuts them.
     pub flap: Option<bool>,

@@ -214,6 +214,9 @@ struct Inner {
 struct Session {
     sink: Sink,
     initialized: bool,
+    /// The knobs' `lost_epoch` when it was opened: once the epoch moves on, the relayer no
+    /// longer knows it (its streams stay up).
+    epoch: u64,
     /// How many of the knobs' server notes it has been given.
     notes_seen: usize,
 }
@@ -544,6 +547,18 @@ impl App {
     /// How many server notes a session opened now has already missed.
     fn notes_now(&self) -> usize {
         lock(&self.0.knobs).server_notes.len()
+    }
+
+    /// The epoch a session opened now belongs to (`RelayerKnobs::lost_epoch`).
+    fn epoch_now(&self) -> u64 {
+        lock(&self.0.knobs).lost_epoch
+    }
+
+    /// Whether the relayer knows `session`: open, and not forgotten since (a lost session's
+    /// streams stay up, but a request naming it is answered 404).
+    fn knows(&self, session: &str) -> bool {
+        let epoch = self.epoch_now();
+        lock(&self.0.live).sessions.get(session).is_some_and(|s| s.epoch >= epoch)
     }
 }
 

@@ -155,6 +155,23 @@ mod tests {
     use super::*;
     use bridge_under_test::relay::client::Op;
 
+    /// A token names the case it named when a finding was filed (`docs/findings.md`): fault kinds
+    /// added later are drawn after the rest. M5's token, as `--save` wrote it on 10aa19e, before
+    /// `session_lost` existed.
+    #[test]
+    fn a_findings_token_names_the_case_it_named_before_later_fault_kinds() {
+        let scenario = generate(parse_token("live.v1.relay.none.3ee4d3cfde965c52").unwrap()).current();
+        let faults = serde_json::to_value(&scenario.faults).unwrap();
+        let saved = serde_json::json!([
+            {"fault": "relayer_bounce", "at_ms": 695}, {"fault": "post_reject", "at_ms": 1755, "for_ms": 4801, "status": 401},
+            {"fault": "slow_tool", "step": 8, "run_ms": 14718}, {"fault": "relayer_bounce", "at_ms": 21178},
+            {"fault": "late_reply", "step": 11, "delay_ms": 17718}, {"fault": "server_message", "at_ms": 12241, "message": "tools_list_changed"},
+            {"fault": "server_message", "at_ms": 9149, "message": "log"}, {"fault": "server_message", "at_ms": 4177, "message": "tools_list_changed"}
+        ]);
+        assert_eq!(faults, saved);
+        assert_eq!((scenario.script.steps.len(), scenario.script.end_at_ms), (20, 62_473));
+    }
+
     #[test]
     fn live_tokens_round_trip_and_are_refused_by_the_simulation() {
         let token = live_token(0xabc);

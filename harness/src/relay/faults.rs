@@ -43,6 +43,11 @@ pub enum RelayFault {
     StreamFlap { at_ms: u64, for_ms: u64, after_endpoint: bool },
     /// The relayer restarts: its sessions are lost, POSTs to them answer 404.
     RelayerBounce { at_ms: u64 },
+    /// The relayer forgets every open session while their streams stay up, keep-alives and
+    /// all: a request naming one is answered 404, as by a server that expired it, or behind a
+    /// load balancer that lost its sticky route. Only the bridge's reaction to a 404 (MODEL.md
+    /// 1.4: a reconnect) brings it back; no stream end tells it.
+    SessionLost { at_ms: u64 },
     /// The network between bridge and relayer holds every message, then delivers them: a
     /// partition that heals.
     LinkHold { at_ms: u64, for_ms: u64 },
@@ -117,7 +122,16 @@ pub const KINDS: &[&str] = &[
     "link_hold",
     "stdin_eof",
     "post_reset",
+    // Last: the kinds before it are what the sdk families draw ([`STREAMABLE_KINDS`]).
+    "session_lost",
 ];
+
+/// The kinds a Streamable HTTP family draws: all but `session_lost` (over Streamable HTTP a 404
+/// ends the session: the client "MUST start a new session", MCP 2025-11-25 transports, so a
+/// server that forgot a session yet writes its answers on open streams is outside that
+/// transport's contract; it is the relay API's fault, MODEL.md 1.2).
+pub const STREAMABLE_KINDS: &[&str] = KINDS.split_last().unwrap().1;
+
 
 impl RelayFault {
     /// The script step a per-call fault names (None for a windowed fault or an instant).
@@ -141,6 +155,7 @@ impl RelayFault {
             Self::StreamEof { .. } => "stream_eof",
             Self::StreamFlap { .. } => "stream_flap",
             Self::RelayerBounce { .. } => "relayer_bounce",
+            Self::SessionLost { .. } => "session_lost",
             Self::LinkHold { .. } => "link_hold",
             Self::StdinEof { .. } => "stdin_eof",
             Self::PostReset { .. } => "post_reset",
@@ -165,6 +180,7 @@ impl RelayFault {
             | Self::PostReset { at_ms, for_ms, .. } => (*at_ms, Some(at_ms + for_ms)),
             Self::StreamEof { at_ms }
             | Self::RelayerBounce { at_ms }
+            | Self::SessionLost { at_ms }
             | Self::StdinEof { at_ms }
             | Self::ServerMessage { at_ms, .. } => (*at_ms, None),
         }
@@ -235,6 +251,7 @@ pub fn act(fault: &RelayFault, phase: Phase, targets: &Targets<'_>) -> Option<Ne
             }
         }
         RelayFault::RelayerBounce { .. } => network = Some(NetworkAction::Bounce),
+        RelayFault::SessionLost { .. } => knobs.lost_epoch += 1,
         RelayFault::LinkHold { .. } if on => network = Some(NetworkAction::Hold),
         RelayFault::LinkHold { .. } => network = Some(NetworkAction::Release),
         RelayFault::StdinEof { .. } => targets.close_stdin.notify_one(),

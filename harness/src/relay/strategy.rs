@@ -169,6 +169,7 @@ fn fault(kind: &'static str, timing: &Timing, writes: &[u64], span_ms: u64) -> B
         "relayer_bounce" => prop_oneof![at.boxed(), before_a_write.boxed()]
             .prop_map(|at_ms| RelayFault::RelayerBounce { at_ms })
             .boxed(),
+        "session_lost" => at.prop_map(|at_ms| RelayFault::SessionLost { at_ms }).boxed(),
         "link_hold" => (at, window).prop_map(|(at_ms, for_ms)| RelayFault::LinkHold { at_ms, for_ms }).boxed(),
         "post_reset" => (at, 100u64..=3_000, any::<bool>())
             .prop_map(|(at_ms, for_ms, after_admit)| RelayFault::PostReset { at_ms, for_ms, after_admit })
@@ -182,10 +183,16 @@ pub fn scenario(bugs: RelayBugs) -> impl Strategy<Value = RelayScenario> {
     scenario_of(bugs, timing().boxed(), KINDS, false)
 }
 
-/// Fault kinds a live case draws with the simulation's swarm: all but a held link, which was
-/// added later and is drawn after the rest (`live_scenario`).
+/// Fault kinds added after live tokens were first drawn, left out of the swarm so that a token
+/// names the case it named when a finding was filed: a held link is drawn after the rest
+/// (`live_scenario`, which changed the tokens that drew one); a lost session is not drawn live
+/// (drawing it would change about one token in seven of `docs/findings.md`), until a new live
+/// token version.
+const LIVE_LATER: &[&str] = &["link_hold", "session_lost"];
+
+/// Fault kinds a live case draws with the simulation's swarm: all but [`LIVE_LATER`].
 static LIVE_KINDS: std::sync::LazyLock<Vec<&'static str>> =
-    std::sync::LazyLock::new(|| KINDS.iter().copied().filter(|kind| *kind != "link_hold").collect());
+    std::sync::LazyLock::new(|| KINDS.iter().copied().filter(|kind| !LIVE_LATER.contains(kind)).collect());
 
 /// A relay scenario for a live case: compressed timing only (production deadlines are minutes
 /// of real time), the fault kinds the live engine carries out, and a client that completes its

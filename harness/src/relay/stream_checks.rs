@@ -204,8 +204,9 @@ pub fn fails_owed_at_eof(facts: &Facts<'_>) -> Vec<Violation> {
 /// The bridge keeps a healthy stream (MODEL.md §1.4): it closes a stream the relayer was still
 /// writing to (a keep-alive at least every third of the idle budget) only for a reason the
 /// boundaries show: a stall or a link hold kept the stream's bytes back, two calls were orphaned
-/// on it (the client read their close-outs as the stream closed), the client's late `initialize`
-/// replaced a session initialized before it, or the client closed stdin. Read from the relayer's
+/// on it (the client read their close-outs as the stream closed), the relayer answered a POST on
+/// its session 404 (it no longer knows the session: MODEL.md §1.4's reconnect), the client's late
+/// `initialize` replaced a session initialized before it, or the client closed stdin. Read from the relayer's
 /// log (`stream.close by=client`), the fault windows and the client's stdio; the bridge's stated
 /// reason (`sse.closed reason=idle`) is what is judged, never the ground truth.
 ///
@@ -249,9 +250,15 @@ pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
             .fold(closed, u64::min);
         let orphaned = client_reads(CLOSE_OUT, stream.opened_ms, closed + 2 * slack) >= 2
             && client_reads(CLOSE_OUT, decided_from.saturating_sub(2 * slack), closed + 2 * slack) >= 1;
+        // The relayer said it no longer knows the session (a `session_lost`, or a restart whose
+        // stream end the bridge had not read yet): 404 calls for a reconnect.
+        let disowned = facts.trace.events.iter().any(|e| {
+            e.host == host::RELAYER && e.kind == kind::HTTP_POST && e.text("session") == stream.session && e.num("status") == 404
+                && stream.opened_ms <= e.at_ms && e.at_ms <= closed + slack
+        });
         // The bridge's own reasons to close are verdicts held; a hold that kept the stream's
         // bytes back is the fault's doing, weighed only when no reason of the bridge's explains it.
-        if orphaned || initialized_between(decided_from, closed) || closed + slack >= eof {
+        if orphaned || disowned || initialized_between(decided_from, closed) || closed + slack >= eof {
             verdicts::held();
             continue;
         }

@@ -682,6 +682,7 @@ fn mutants_gate_relay() {
         scenarios::unanswered_initialize(),
         scenarios::unanswered_initialize_then_revoked(),
         scenarios::late_handshake(),
+        scenarios::lost_session(),
         scenarios::revoked_initialized(),
         scenarios::refused_initialized_then_quiet(),
         scenarios::accepted_call_replayed_into_resets(),

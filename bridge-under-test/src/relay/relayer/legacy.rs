@@ -61,7 +61,7 @@ async fn open_stream(State(app): State<App>, headers: HeaderMap) -> Response {
         Some(host) if standard(&app) => host.to_string(),
         _ => app.0.config.authority.clone(),
     };
-    let notes_seen = app.notes_now();
+    let (notes_seen, epoch) = (app.notes_now(), app.epoch_now());
     let pinned = lock(&app.0.knobs).stream_style;
     let (items_tx, items_rx) = mpsc::unbounded_channel();
     let (body_tx, body_rx) = mpsc::unbounded_channel();
@@ -71,7 +71,7 @@ async fn open_stream(State(app): State<App>, headers: HeaderMap) -> Response {
         let style = Style::from_bits(live.rng.next_u64());
         let style = pinned.unwrap_or(style);
         let sink = Sink::Stream { items: items_tx, style, next_event: 1 };
-        live.sessions.insert(session.clone(), Session { sink, initialized: false, notes_seen });
+        live.sessions.insert(session.clone(), Session { sink, initialized: false, notes_seen, epoch });
         (session, style)
     };
     lock(&app.0.durable).issued.insert(session.clone());
@@ -168,7 +168,7 @@ impl App {
             return (StatusCode::FORBIDDEN, "origin");
         }
         let Some(session) = session else { return (StatusCode::BAD_REQUEST, "no_session") };
-        if !lock(&self.0.live).sessions.contains_key(session) {
+        if !self.knows(session) {
             let issued = lock(&self.0.durable).issued.contains(session);
             return (StatusCode::NOT_FOUND, if issued { "gone" } else { "unknown" });
         }

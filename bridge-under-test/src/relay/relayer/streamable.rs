@@ -387,7 +387,7 @@ impl App {
         let Some(session) = header(headers, "mcp-session-id") else {
             return Err(refused(StatusCode::BAD_REQUEST, "no_session", "Bad Request: Mcp-Session-Id header is required"));
         };
-        if !lock(&self.0.live).sessions.contains_key(session) {
+        if !self.knows(session) {
             let cause = if lock(&self.0.durable).issued.contains(session) { "gone" } else { "unknown" };
             return Err(refused(StatusCode::NOT_FOUND, cause, "Session not found"));
         }
@@ -439,12 +439,12 @@ impl App {
 
     /// A new session for `initialize`.
     fn open_session(&self, initialize: &Value) -> String {
-        let notes_seen = self.notes_now();
+        let (notes_seen, epoch) = (self.notes_now(), self.epoch_now());
         let streams = Box::new(Streams::new(super::negotiate(initialize)));
         let session = {
             let mut live = lock(&self.0.live);
             let session = live.new_session_id(self.0.boot);
-            live.sessions.insert(session.clone(), Session { sink: Sink::Streamable(streams), initialized: false, notes_seen });
+            live.sessions.insert(session.clone(), Session { sink: Sink::Streamable(streams), initialized: false, notes_seen, epoch });
             session
         };
         lock(&self.0.durable).issued.insert(session.clone());
