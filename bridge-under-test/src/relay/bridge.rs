@@ -322,10 +322,17 @@ impl Bridge {
                     return false;
                 }
                 // Refused for good (401/403, or 429/5xx after the retries): the requests not
-                // accepted are answered with the refusal.
+                // accepted are answered with the refusal. The replays the relayer owes (requests
+                // it accepted on an earlier session) wait on this one: as after no answer, the
+                // initialize is tried again after the retry backoff's next step, not the cap, so
+                // a refusal that ends is not followed by a wait past their deadlines (hunt seed
+                // 0x64c14a7, v1.relay.none.cef2e51424f96120: a ping and a call accepted before a
+                // stall, their stream closed by the watchdog, the new session refused 3.5 s, then
+                // both closed out 4 s after the refusal ended, never replayed).
                 status => {
                     self.reject_unaccepted(status, attempt + 1);
-                    self.retry_after(refusal_retry_ms());
+                    let replays_owed = self.state.borrow().inflight.values().any(|entry| entry.accepted);
+                    self.retry_after(if replays_owed { RETRY_BASE_MS << self.config.post_retries } else { refusal_retry_ms() });
                     return false;
                 }
             }

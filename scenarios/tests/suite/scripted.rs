@@ -505,6 +505,21 @@ fn a_handshake_left_by_a_refused_initialize_is_completed_later() {
     assert!(accepted("initialize") && accepted("notifications/initialized"), "the handshake reached the relayer after the refusal");
 }
 
+// Goal: requests the relayer accepted are replayed once a refusal of the new session ends, not a
+// backoff cap later. Method: replay the race `user_outcomes` found on the default bridge (hunt
+// seed 0x64c14a7, case 1869, v1.relay.none.cef2e51424f96120, shrunk): a ping and a call accepted
+// on a stalled stream, which the watchdog closed with their replies in it; the new session's
+// `initialize` refused 401 until 7.4 s; the pump waited the cap and both were closed out at
+// 11.4 s "the reply was lost", never replayed. Now a refusal for good with replays owed is tried
+// again at the retry backoff's next step.
+#[test]
+fn replays_owed_are_sent_once_a_refusal_of_the_new_session_ends() {
+    let outcome = race("relay_replays_held_past_a_refusal_that_ended");
+    assert_eq!(outcome.violations, vec![]);
+    let replayed = |id: u64| events(&outcome, kind::POST_SEND).iter().any(|e| e.num("id") == id && e.text("replay") == "true" && e.at_ms > 7_400);
+    assert!(replayed(0) && replayed(3), "the ping and the call were replayed after the refusal ended");
+}
+
 // Goal: `post_retries` names a notification by the step the client stamped in its `_meta`, not
 // by its method: a POST of the next notification of that method is no retry of one refused for
 // good. Method: replay the case a clean hunt reported (seed 0x40bb7d4e7d6bc04a, case 486, token
