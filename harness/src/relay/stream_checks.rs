@@ -252,9 +252,8 @@ pub fn healthy_streams_kept(facts: &Facts<'_>) -> Vec<Violation> {
             && client_reads(CLOSE_OUT, decided_from.saturating_sub(2 * slack), closed + 2 * slack) >= 1;
         // The relayer said it no longer knows the session (a `session_lost`, or a restart whose
         // stream end the bridge had not read yet): 404 calls for a reconnect.
-        let disowned = facts.trace.events.iter().any(|e| {
-            e.host == host::RELAYER && e.kind == kind::HTTP_POST && e.text("session") == stream.session && e.num("status") == 404
-                && stream.opened_ms <= e.at_ms && e.at_ms <= closed + slack
+        let disowned = facts.stories.all_posts.iter().any(|(_, at, session, _, _, status)| {
+            *session == stream.session && *status == 404 && stream.opened_ms <= *at && *at <= closed + slack
         });
         // The bridge's own reasons to close are verdicts held; a hold that kept the stream's
         // bytes back is the fault's doing, weighed only when no reason of the bridge's explains it.
