@@ -200,15 +200,18 @@ pub fn late_handshake() -> Scenario {
 /// all), between the bridge's own `initialize` and the client's late handshake: the bridge's
 /// `notifications/initialized` and the client's notification after it are answered 404, and only
 /// the reconnect a 404 calls for (MODEL.md 1.4) gets them to the relayer. No stream end tells
-/// the bridge.
+/// the bridge. The call after them is answered on the new session: a bridge that only retried
+/// its `notifications/initialized` on the lost session would hold it, and everything behind it,
+/// until the client gave up.
 pub fn lost_session() -> Scenario {
     let steps = vec![
         step(300, 0, Op::Initialize),
         step(600, 0, Op::Initialized),
         step(650, 1, Op::Notify { note: Note::RootsListChanged }),
         step(2_000, 2, Op::Notify { note: Note::Progress }),
+        call(2_100, 3, Tool::Recall, 50),
     ];
-    relay(9, fast_timing(30_000, 8_000), steps, vec![RelayFault::SessionLost { at_ms: 450 }])
+    relay(9, fast_timing(30_000, 8_000), steps, vec![RelayFault::SessionLost { at_ms: 550 }])
 }
 
 /// A quiet but healthy stream: keep-alives every 200 ms are all the relayer writes for 4 s, more
