@@ -2643,19 +2643,70 @@ fn notifications_delivered_flags_a_dropped_notification() {
 }
 
 // Issue #28: the time a bridge is given to deliver a notification before the client leaves is
-// a reconnect's (recovery_ms), never its call deadline: for a bridge with none (rmcp's; the
-// spec's deadline is then the horizon) the old window covered the whole run, so every
-// notification it never sent was excused.
+// a reconnect's (recovery_ms) after a fault cut its way, never its call deadline: for a bridge
+// with none (rmcp's; the spec's deadline is then the horizon) the old window covered the whole
+// run, so every notification it never sent was excused.
 #[test]
 fn notifications_delivered_gives_a_bridge_without_a_deadline_a_reconnects_time() {
+    let window = |phase: &str, at_ms: u64| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!("stream_eof")), ("phase", json!(phase)), ("detail", json!("f"))]);
     let no_deadline = |eof_ms: u64| {
         let mut events = note_sent();
         events[0] = spec(1_000_000, 5_000, 10, 1_000_000);
-        events.push(client_eof(eof_ms)); // 3
+        events.insert(1, window("start", 5)); // 1
+        events.push(stream_close(12, "s1")); // 4
+        events.push(window("end", 13)); // 5
+        events.push(client_eof(eof_ms)); // 6
         events
     };
     assert_clean(&run(outcome_checks::notifications_delivered, no_deadline(10_000)));
-    assert_one(&run(outcome_checks::notifications_delivered, no_deadline(30_000)), "notifications_delivered", 2, "never reached the relayer");
+    assert_one(&run(outcome_checks::notifications_delivered, no_deadline(30_000)), "notifications_delivered", 3, "never reached the relayer");
+}
+
+// supergateway 3.4.3 wrote every client notification back to stdout and sent none upstream; a
+// client that left 10 s later, nothing else written, was excused "within a reconnect's time"
+// though no fault acted at all. With none, a bridge in contact with the relayer is owed a
+// healthy delivery's time (`Facts::delivery_ms`, four slacks), not a reconnect's.
+#[test]
+fn notifications_delivered_gives_a_bridge_no_fault_held_only_a_deliverys_time() {
+    let leaving_at = |eof_ms: u64| {
+        let mut events = note_sent();
+        events.push(client_eof(eof_ms)); // 3
+        events
+    };
+    assert_clean(&run(outcome_checks::notifications_delivered, leaving_at(45)));
+    assert_one(&run(outcome_checks::notifications_delivered, leaving_at(10_000)), "notifications_delivered", 2, "never reached the relayer");
+}
+
+// Written before the bridge's first contact with the relayer (relay seed 0x20261207,
+// v1.relay.none.efcaa844b806203b: its first connect came before the relayer listened, and it
+// backed off 500 ms), a note waits for the start-up: its delivery's time runs from that contact.
+// A bridge that never reaches the relayer is given a reconnect's time from the write.
+#[test]
+fn notifications_delivered_times_a_note_written_before_the_first_contact_from_it() {
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let contact_at = |open_ms: u64, eof_ms: u64| vec![std_spec(), send(10, &note), r_open(open_ms, "s1"), client_eof(eof_ms)];
+    assert_clean(&run(outcome_checks::notifications_delivered, contact_at(600, 620)));
+    assert_one(&run(outcome_checks::notifications_delivered, contact_at(600, 700)), "notifications_delivered", 1, "never reached the relayer");
+    assert_clean(&run(outcome_checks::notifications_delivered, vec![std_spec(), send(10, &note), client_eof(700)]));
+}
+
+// The answer to the session's `initialize` held back (`late_reply`, sdk_rmcp seed 0x64c14a7,
+// v1.sdk_rmcp.none.9083cb9eab9eb35b: 9.5 s) or destroyed (`swallow_reply`, sdk seed 2026,
+// v1.sdk.none.283d234ef48ff9f4): the notes wait behind the handshake, a reconnect's time from the
+// fault's firing. The same fault on another request's answer holds no note.
+#[test]
+fn notifications_delivered_waits_a_reconnect_behind_a_handshake_a_fault_held() {
+    let with_fault = |fault: &str, id: &str| {
+        let mut events = note_sent();
+        events.insert(2, r_post(5, "s1", "0", "initialize", "", 200)); // 2
+        events.insert(3, r_post(6, "s1", "1", "tools/call", "a1", 200)); // 3
+        events.insert(4, relayer(8, kind::FAULT_FIRED, &[("fault", json!(fault)), ("id", json!(id)), ("client_id", json!("")), ("action", json!("")), ("session", json!("s1"))])); // 4
+        events.push(client_eof(5_000)); // 6
+        events
+    };
+    assert_clean(&run(outcome_checks::notifications_delivered, with_fault("late_reply", "0")));
+    assert_clean(&run(outcome_checks::notifications_delivered, with_fault("swallow_reply", "0")));
+    assert_one(&run(outcome_checks::notifications_delivered, with_fault("late_reply", "1")), "notifications_delivered", 5, "never reached the relayer");
 }
 
 // Relay soak token v1.relay.none.e48fc9a2256474a3: a flap cut every stream from before the

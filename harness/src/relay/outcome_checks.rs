@@ -103,6 +103,13 @@ impl Facts<'_> {
         self.sse_idle_ms + self.watchdog_ms() + MAX_BACKOFF_MS + 4 * self.slack_ms
     }
 
+    /// What a message needs to cross a healthy bridge and link: a few round trips (the
+    /// session's handshake, if the bridge was still making it, and the POST itself), each
+    /// within the slack.
+    pub(super) fn delivery_ms(&self) -> u64 {
+        4 * self.slack_ms
+    }
+
     /// Whether the bridge may have chosen to close a stream open from `opened` to `closed`, as
     /// its boundaries show: the client wrote an `initialize` while it was open (the bridge
     /// replaces a session it initialized with made-up params), or a request was answered then
@@ -1209,8 +1216,10 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     // The bridge's time to deliver runs from the last effect before the client left that held
     // its way to the relayer (`held_off`), named by what it did.
     let held_off = notes_held_off(facts, eof);
-    let faults_over = held_off.map_or(0, |(at, _)| at);
     let posts = &facts.stories.all_posts;
+    // The bridge's first contact with the relayer: a stream it opened, or a POST accepted.
+    let opened = facts.stories.streams.iter().map(|s| s.opened_ms);
+    let first_contact = opened.chain(posts.iter().filter(|p| (200..300).contains(&p.5)).map(|p| p.1)).min();
     // Per method: the next POST not yet accounted for.
     let mut next: BTreeMap<String, usize> = BTreeMap::new();
     // The steps of the client's notifications the relayer accepted, and the client's earliest
@@ -1279,18 +1288,31 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             found.push(facts.violation("notifications_delivered", index, detail));
             continue;
         }
-        let from = faults_over.max(event.at_ms);
         if delivered {
             verdicts::held();
             continue;
         }
-        if eof < from + settle {
-            verdicts::excused(held_off.filter(|(at, _)| *at >= event.at_ms).map_or(NOTE_WRITTEN_LATE, |(_, mechanism)| mechanism));
+        // With no effect of a fault before the client left, nothing stood between the note and
+        // the relayer but the link itself: the bridge is owed a healthy delivery's time, not a
+        // reconnect's (supergateway 3.4.3 wrote every notification back to stdout and sent none;
+        // a client that closed 10 s later was excused). After one, a reconnect's time from the
+        // later of the write and that effect, named by its mechanism.
+        // Written before the bridge's first contact with the relayer, it waits for the bridge's
+        // start-up: its first connect may come before the relayer listens, and back off (a
+        // reconnect's time, if no contact came at all).
+        let (from, budget, mechanism) = match (held_off, first_contact) {
+            (Some((at, mechanism)), _) => (at.max(event.at_ms), settle, mechanism),
+            (None, None) => (event.at_ms, settle, NOTE_NO_CONTACT),
+            (None, Some(up)) if up > event.at_ms => (up, facts.delivery_ms(), NOTE_BEFORE_CONTACT),
+            (None, Some(_)) => (event.at_ms, facts.delivery_ms(), NOTE_WRITTEN_LATE),
+        };
+        if eof < from + budget {
+            verdicts::excused(mechanism);
             continue;
         }
-        // The run ended (the client still writing) before the bridge had a reconnect's time
-        // after the faults: nothing to judge (v1.sdk.none.5351f87dd73dea51).
-        if eof == u64::MAX && facts.horizon_ms > 0 && facts.horizon_ms < from + settle {
+        // The run ended (the client still writing) before the bridge had that time after the
+        // faults: nothing to judge (v1.sdk.none.5351f87dd73dea51).
+        if eof == u64::MAX && facts.horizon_ms > 0 && facts.horizon_ms < from + budget {
             continue;
         }
         let detail = format!("notification {method} sent at {} ms never reached the relayer (stdin closed at {eof} ms)", event.at_ms);
@@ -1299,9 +1321,17 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     capped(found)
 }
 
-/// The client left within a reconnect's time of writing it: the outbox may still be waiting out
-/// a stream the bridge has not yet found silent, or the backoff before its next one.
-const NOTE_WRITTEN_LATE: &str = "the client left before a reconnect's time had passed since it wrote it (no fault held it off after)";
+/// No fault acted before the client left, and it left within a healthy delivery's time of
+/// writing the note (`Facts::delivery_ms`): the bridge's POST may still have been on its way.
+const NOTE_WRITTEN_LATE: &str = "the client left within a healthy delivery's time of writing it (no fault acted before it left)";
+
+/// No fault acted before the client left, and it wrote the note before the bridge's first
+/// contact with the relayer: it left within a healthy delivery's time of that contact.
+const NOTE_BEFORE_CONTACT: &str = "the client left within a healthy delivery's time of the bridge's first contact with the relayer (no fault acted before it left)";
+
+/// No fault acted, and the bridge never reached the relayer before the client left: it left
+/// within a reconnect's time of writing the note (the bridge's connects may be backing off).
+const NOTE_NO_CONTACT: &str = "the client left within a reconnect's time of writing it, the bridge not yet in contact with the relayer (no fault acted before it left)";
 
 /// The last effect, before the client left at `eof`, that held a bridge's notifications off the
 /// relayer, and its mechanism: when it stopped acting. Only these do, each by what it did:
@@ -1314,9 +1344,12 @@ const NOTE_WRITTEN_LATE: &str = "the client left before a reconnect's time had p
 /// - `stream_stall`: the bridge's close of a stream the stall silenced (its watchdog acting on
 ///   the silence, observed at the relayer), not the stall's window: the POSTs go on meanwhile;
 /// - `link_hold`: bytes both ways held until the window's end (what it held is seen only as it
-///   ends, if at all).
+///   ends, if at all);
+/// - the answer to a session's `initialize` lost (`swallow_reply`, `withhold_replies`, or the
+///   stream carrying it closed unwritten) or held back (`late_reply`): the handshake the notes
+///   wait behind, from the fault's firing (`Stories::handshake_lost`, `handshake_late`).
 ///
-/// `withhold_replies` holds only replies, and `stdin_eof` is the client's own leaving: neither
+/// Otherwise `withhold_replies` holds only replies, and `stdin_eof` is the client's own leaving: neither
 /// stands between a notification and the relayer. (Until this round the end of any fault or
 /// refusal window that began before EOF restarted the settle time, with one label for all.)
 /// A cut still open at EOF (a flap to the end, relay soak v1.relay.none.e48fc9a2256474a3)
@@ -1355,7 +1388,12 @@ fn notes_held_off(facts: &Facts<'_>, eof: u64) -> Option<(u64, &'static str)> {
     let stalled = stalled.map(|at| (at, "the client left within a reconnect's time of the bridge giving up a stream a stall had silenced"));
     let held = windows(&["link_hold"]).map(|(_, healed)| healed).max();
     let held = held.map(|at| (at, "the client left within a reconnect's time of the end of a held link that kept its bytes"));
-    [refused, cut, stalled, held].into_iter().flatten().max_by_key(|(at, _)| *at)
+    // A session's handshake answer a fault destroyed (swallowed, withheld): nothing goes to the
+    // session before its handshake ends, so the bridge waits out its own handshake deadline
+    // and starts another (sdk seed 2026, v1.sdk.none.283d234ef48ff9f4), as `user_outcomes` has it.
+    let lost = facts.stories.handshake_lost.iter().chain(&facts.stories.handshake_late).copied().filter(|at| *at <= eof).max();
+    let lost = lost.map(|at| (at, "the client left within a reconnect's time of a fault destroying or holding back the answer to the session's handshake"));
+    [refused, cut, stalled, held, lost].into_iter().flatten().max_by_key(|(at, _)| *at)
 }
 
 /// A notification the relayer accepted carries the `_meta` the client wrote: the step the client

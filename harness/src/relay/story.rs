@@ -130,6 +130,9 @@ pub struct Stories {
     /// When a fault destroyed the answer to a session's `initialize` (swallowed or withheld):
     /// the requests waiting for that session wait for the bridge's next handshake.
     pub handshake_lost: Vec<u64>,
+    /// When a fault held the answer to a session's `initialize` back (`late_reply`): the
+    /// session's handshake, and what waits behind it, ends only when the answer comes.
+    pub handshake_late: Vec<u64>,
 }
 
 /// The client request each upstream id the relayer saw stands for, as the POST that carried it
@@ -507,6 +510,9 @@ impl Stories {
                     let handshake = || stories.all_posts.iter().any(|(_, _, s, i, method, _)| method == "initialize" && *s == session && *i == id);
                     if matches!(fault.as_str(), "swallow_reply" | "withhold_replies") && handshake() {
                         stories.handshake_lost.push(event.at_ms);
+                    }
+                    if fault == "late_reply" && handshake() {
+                        stories.handshake_late.push(event.at_ms);
                     }
                     // A post_reset fires in the same synchronous handler as the POST it cuts
                     // (after whatever serving it logged), so it cuts the relayer's last POST,
