@@ -71,6 +71,7 @@ async fn serve(ctx: &Rc<Ctx>, stream: TcpStream) {
         pid = ctx.pid,
         id = %request.id,
         method = %request.method,
+        protocol = request.protocol_version.unwrap_or(0),
         interval_ms = interval_ms.unwrap_or(0),
         first_ms = if interval_ms.is_some() { first_ms } else { 0 }
     );

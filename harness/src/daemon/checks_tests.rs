@@ -1119,6 +1119,32 @@ fn mixed_versions_work_flags_a_v1_client_that_cannot_parse_its_reply() {
     assert_eq!(found.len(), 1);
 }
 
+// Daemon mutation shard 3/16: `replace.rs:436:40` (`>=` → `<` where a replacing CLI's `status`
+// and `stop` name their protocol) survived every oracle: the trace did not record what a
+// control request named. The daemon now logs it (`protocol`, 0: absent), and each request must
+// name its CLI's protocol: 2 from a protocol-2 CLI, none from a protocol-1 one.
+#[test]
+fn mixed_versions_work_flags_a_request_that_names_another_protocol_than_its_cli() {
+    let received = |id: &str, method: &str, protocol: u64| {
+        let fields = [("pid", json!(7)), ("id", json!(id)), ("method", json!(method)), ("protocol", json!(protocol))];
+        TraceEvent::new(50, host::DAEMON, kind::DAEMON_REQUEST, &fields)
+    };
+    let case = |v2_names: u64, v1_names: u64| {
+        vec![
+            versioned_action(0, 1, 2),
+            versioned_action(0, 2, 1),
+            received("a1.1", "callTool", 2),
+            received("c1.1-status", "status", v2_names),
+            received("c2.1-stop", "stop", v1_names),
+        ]
+    };
+    assert_eq!(run(mixed_versions_work, case(2, 0)), vec![]);
+    let found = run(mixed_versions_work, case(0, 1));
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].detail.contains("status request c1.1-status of a protocol-2 CLI named no protocolVersion"), "{}", found[0].detail);
+    assert!(found[1].detail.contains("stop request c2.1-stop of a protocol-1 CLI named protocolVersion 1"), "{}", found[1].detail);
+}
+
 #[test]
 fn replacement_ends_passes_a_drain_and_a_loud_refusal_after_the_timeout() {
     let events = vec![

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bridge_under_test::daemon::config::{
-    DRAIN_TIMEOUT_MS, POLL_MS, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS, STOP_WAIT_MS,
+    DRAIN_TIMEOUT_MS, POLL_MS, PROTOCOL_VERSION, READY_WAIT_MS, STATUS_TIMEOUT_MIN_MS, STOP_WAIT_MS,
 };
 use bridge_under_test::events::{host, kind};
 use serde_json::Value;
@@ -401,15 +401,19 @@ pub(super) fn metadata_after(named: Option<u64>, event: &TraceEvent) -> Option<u
     }
 }
 
-/// Mixed versions keep working: a protocol-1 client never gets a reply it cannot parse.
+/// Mixed versions keep working: a protocol-1 client never gets a reply it cannot parse, and
+/// every request a CLI writes, work or control (`status`, `stop` while replacing), names the
+/// protocol the CLI speaks, as the daemon received it: `protocolVersion` from protocol 2 on,
+/// absent for protocol 1 (MODEL.md §2.2). A request that names the wrong one is served under
+/// another protocol's rules (frames, `activeRequests`) than its CLI reads.
 pub fn mixed_versions_work(facts: &Facts<'_>) -> Vec<Violation> {
+    let mut found = versions_named(facts);
     let v1: BTreeMap<String, ()> = facts
         .trace
         .of_kind(kind::CLI_SEND)
         .filter(|(_, e)| !e.text("msg").contains("\"protocolVersion\""))
         .map(|(_, e)| (e.text("id"), ()))
         .collect();
-    let mut found = Vec::new();
     // Each reply a protocol-1 request read is one verdict; a transport failure read none.
     let ends = facts.trace.events.iter().enumerate().filter(|(_, e)| e.kind == kind::CLI_REPLY || e.kind == kind::CLI_FAIL);
     for (index, e) in ends.filter(|(_, e)| v1.contains_key(&e.text("id"))) {
@@ -426,6 +430,28 @@ pub fn mixed_versions_work(facts: &Facts<'_>) -> Vec<Violation> {
         }
     }
     capped(found)
+}
+
+/// The requests the daemon received whose `protocolVersion` (`protocol`, 0: absent) is not
+/// the one their CLI speaks (its `cli.action`'s `version`). Requests are `a<action>.<attempt>`,
+/// control requests `c<action>.<seq>-<method>`.
+fn versions_named(facts: &Facts<'_>) -> Vec<Violation> {
+    let speaks: BTreeMap<u64, u64> = facts.trace.of_kind(kind::CLI_ACTION).map(|(_, e)| (e.num("action"), e.num("version"))).collect();
+    let action = |id: &str| id.strip_prefix('a').or_else(|| id.strip_prefix('c'))?.split('.').next()?.parse::<u64>().ok();
+    let mut found = Vec::new();
+    for (index, event) in facts.trace.of_kind(kind::DAEMON_REQUEST) {
+        let id = event.text("id");
+        let (Some(named), Some(version)) = (event.get("protocol").and_then(Value::as_u64), action(&id).and_then(|a| speaks.get(&a))) else { continue };
+        let owed = if *version >= PROTOCOL_VERSION { *version } else { 0 };
+        if named == owed {
+            verdicts::held();
+            continue;
+        }
+        let named = if named == 0 { "no protocolVersion".to_string() } else { format!("protocolVersion {named}") };
+        let detail = format!("{} request {id} of a protocol-{version} CLI named {named}", event.text("method"));
+        found.push(facts.violation("mixed_versions_work", index, detail));
+    }
+    found
 }
 
 /// A replacement ends: against an idle daemon it completes; against a busy one it completes
