@@ -318,7 +318,7 @@ impl Bridge {
                 // backoff, not the cap, so the replays the relayer owes are not held past their
                 // deadlines.
                 0 => {
-                    self.retry_after(RETRY_BASE_MS << self.config.post_retries);
+                    self.retry_after(self.past_retries_ms());
                     return false;
                 }
                 // Refused for good (401/403, or 429/5xx after the retries): the requests not
@@ -332,7 +332,7 @@ impl Bridge {
                 status => {
                     self.reject_unaccepted(status, attempt + 1);
                     let replays_owed = self.state.borrow().inflight.values().any(|entry| entry.accepted);
-                    self.retry_after(if replays_owed { RETRY_BASE_MS << self.config.post_retries } else { refusal_retry_ms() });
+                    self.retry_after(if replays_owed { self.past_retries_ms() } else { refusal_retry_ms() });
                     return false;
                 }
             }
@@ -397,6 +397,12 @@ impl Bridge {
         }
         self.retry_after(refusal_retry_ms());
         false
+    }
+
+    /// The retry backoff's next step once the retries are spent: when a handshake that got no
+    /// answer, or a refusal with replays owed, is tried again.
+    fn past_retries_ms(&self) -> u64 {
+        RETRY_BASE_MS << self.config.post_retries
     }
 
     /// Whether a POST answered `status` (0: a network error) on `attempt` is tried again: a

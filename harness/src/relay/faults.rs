@@ -132,7 +132,6 @@ pub const KINDS: &[&str] = &[
 /// transport's contract; it is the relay API's fault, MODEL.md 1.2).
 pub const STREAMABLE_KINDS: &[&str] = KINDS.split_last().unwrap().1;
 
-
 impl RelayFault {
     /// The script step a per-call fault names (None for a windowed fault or an instant).
     pub fn step_mut(&mut self) -> Option<&mut usize> {

@@ -1209,9 +1209,9 @@ pub fn cancellations_name_their_request(facts: &Facts<'_>) -> Vec<Violation> {
 /// in the client's order), even if the client closed stdin soon after.
 pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
     let eof = facts.stories.client_eof.as_ref().map_or(u64::MAX, |(_, at, _)| *at);
-    // After heal the bridge may still be backing off before its next stream (up to 15 s) or
-    // waiting out a silent one: the outbox drains once it reconnects. That is the whole excuse:
-    // a bridge's call deadline has no part in it (with none, as rmcp's, it would cover the run).
+    // After a fault the bridge may still be backing off before its next stream (up to 15 s) or
+    // waiting out a silent one: the outbox drains once it reconnects. A bridge's call deadline
+    // has no part in it (with none, as rmcp's, it would cover the run).
     let settle = facts.recovery_ms();
     // The bridge's time to deliver runs from the last effect before the client left that held
     // its way to the relayer (`held_off`), named by what it did.
@@ -1292,14 +1292,13 @@ pub fn notifications_delivered(facts: &Facts<'_>) -> Vec<Violation> {
             verdicts::held();
             continue;
         }
-        // With no effect of a fault before the client left, nothing stood between the note and
-        // the relayer but the link itself: the bridge is owed a healthy delivery's time, not a
-        // reconnect's (supergateway 3.4.3 wrote every notification back to stdout and sent none;
-        // a client that closed 10 s later was excused). After one, a reconnect's time from the
-        // later of the write and that effect, named by its mechanism.
-        // Written before the bridge's first contact with the relayer, it waits for the bridge's
-        // start-up: its first connect may come before the relayer listens, and back off (a
-        // reconnect's time, if no contact came at all).
+        // After an effect of a fault, a reconnect's time from the later of the write and that
+        // effect, named by its mechanism. With none, nothing stood between the note and the
+        // relayer but the link: a healthy delivery's time, not a reconnect's (supergateway 3.4.3
+        // wrote every notification back to stdout and sent none; a client that closed 10 s
+        // later was excused), from the bridge's first contact if the note came before it (its
+        // first connect may come before the relayer listens, and back off); a reconnect's time
+        // if no contact came at all.
         let (from, budget, mechanism) = match (held_off, first_contact) {
             (Some((at, mechanism)), _) => (at.max(event.at_ms), settle, mechanism),
             (None, None) => (event.at_ms, settle, NOTE_NO_CONTACT),
@@ -1349,8 +1348,8 @@ const NOTE_NO_CONTACT: &str = "the client left within a reconnect's time of writ
 ///   stream carrying it closed unwritten) or held back (`late_reply`): the handshake the notes
 ///   wait behind, from the fault's firing (`Stories::handshake_lost`, `handshake_late`).
 ///
-/// Otherwise `withhold_replies` holds only replies, and `stdin_eof` is the client's own leaving: neither
-/// stands between a notification and the relayer. (Until this round the end of any fault or
+/// Otherwise `withhold_replies` holds only replies, and `stdin_eof` is the client's own leaving:
+/// neither stands between a notification and the relayer. (Until this round the end of any fault or
 /// refusal window that began before EOF restarted the settle time, with one label for all.)
 /// A cut still open at EOF (a flap to the end, relay soak v1.relay.none.e48fc9a2256474a3)
 /// leaves no time at all.
@@ -1388,9 +1387,10 @@ fn notes_held_off(facts: &Facts<'_>, eof: u64) -> Option<(u64, &'static str)> {
     let stalled = stalled.map(|at| (at, "the client left within a reconnect's time of the bridge giving up a stream a stall had silenced"));
     let held = windows(&["link_hold"]).map(|(_, healed)| healed).max();
     let held = held.map(|at| (at, "the client left within a reconnect's time of the end of a held link that kept its bytes"));
-    // A session's handshake answer a fault destroyed (swallowed, withheld): nothing goes to the
-    // session before its handshake ends, so the bridge waits out its own handshake deadline
-    // and starts another (sdk seed 2026, v1.sdk.none.283d234ef48ff9f4), as `user_outcomes` has it.
+    // A session's handshake answer a fault destroyed or held back: nothing goes to the session
+    // before its handshake ends, and a lost answer has the bridge wait out its own handshake
+    // deadline and start another (sdk seed 2026, v1.sdk.none.283d234ef48ff9f4), as
+    // `user_outcomes` has it.
     let lost = facts.stories.handshake_lost.iter().chain(&facts.stories.handshake_late).copied().filter(|at| *at <= eof).max();
     let lost = lost.map(|at| (at, "the client left within a reconnect's time of a fault destroying or holding back the answer to the session's handshake"));
     [refused, cut, stalled, held, lost].into_iter().flatten().max_by_key(|(at, _)| *at)

@@ -205,10 +205,11 @@ pub fn fails_owed_at_eof(facts: &Facts<'_>) -> Vec<Violation> {
 /// writing to (a keep-alive at least every third of the idle budget) only for a reason the
 /// boundaries show: a stall or a link hold kept the stream's bytes back, two calls were orphaned
 /// on it (the client read their close-outs as the stream closed), the relayer answered a POST on
-/// its session 404 (it no longer knows the session: MODEL.md §1.4's reconnect), the client's late
-/// `initialize` replaced a session initialized before it, or the client closed stdin. Read from the relayer's
-/// log (`stream.close by=client`), the fault windows and the client's stdio; the bridge's stated
-/// reason (`sse.closed reason=idle`) is what is judged, never the ground truth.
+/// its session 404 (it no longer knows the session: MODEL.md §1.4's reconnect), the client's
+/// late `initialize` replaced a session initialized before it, or the client closed stdin. Read
+/// from the relayer's log (`stream.close by=client`), the fault windows and the client's stdio;
+/// the bridge's stated reason (`sse.closed reason=idle`) is what is judged, never the ground
+/// truth.
 ///
 /// Excused share: about a quarter of the closes it sees (25.9 % on seed 2026 × 1 000). The
 /// generator's stalls and link holds are long enough to trip the watchdog on purpose, and a close
