@@ -2705,6 +2705,10 @@ fn notifications_delivered_waits_a_reconnect_behind_a_handshake_a_fault_held() {
         events
     };
     assert_clean(&run(outcome_checks::notifications_delivered, with_fault("late_reply", "0")));
+    // A 404 (the relayer forgot the session, relay seed 0x7dfaf32): the reconnect it calls for.
+    let mut gone = with_fault("late_reply", "1");
+    gone.insert(5, r_post(9, "s1", "2", "tools/call", "a2", 404));
+    assert_clean(&run(outcome_checks::notifications_delivered, gone));
     assert_clean(&run(outcome_checks::notifications_delivered, with_fault("swallow_reply", "0")));
     assert_one(&run(outcome_checks::notifications_delivered, with_fault("late_reply", "1")), "notifications_delivered", 5, "never reached the relayer");
 }

@@ -1346,7 +1346,8 @@ const NOTE_NO_CONTACT: &str = "the client left within a reconnect's time of writ
 ///   ends, if at all);
 /// - the answer to a session's `initialize` lost (`swallow_reply`, `withhold_replies`, or the
 ///   stream carrying it closed unwritten) or held back (`late_reply`): the handshake the notes
-///   wait behind, from the fault's firing (`Stories::handshake_lost`, `handshake_late`).
+///   wait behind, from the fault's firing (`Stories::handshake_lost`, `handshake_late`);
+/// - a POST answered 404 (`session_lost`): the reconnect it calls for, from the answer.
 ///
 /// Otherwise `withhold_replies` holds only replies, and `stdin_eof` is the client's own leaving:
 /// neither stands between a notification and the relayer. (Until this round the end of any fault or
@@ -1393,7 +1394,12 @@ fn notes_held_off(facts: &Facts<'_>, eof: u64) -> Option<(u64, &'static str)> {
     // `user_outcomes` has it.
     let lost = facts.stories.handshake_lost.iter().chain(&facts.stories.handshake_late).copied().filter(|at| *at <= eof).max();
     let lost = lost.map(|at| (at, "the client left within a reconnect's time of a fault destroying or holding back the answer to the session's handshake"));
-    [refused, cut, stalled, held, lost].into_iter().flatten().max_by_key(|(at, _)| *at)
+    // A POST the relayer answered 404 (it no longer knew the session: `session_lost`): the
+    // bridge must reconnect (MODEL.md §1.4) before anything reaches the relayer again (relay
+    // seed 0x7dfaf32, v1.relay.none.18a4177d83042bd5).
+    let gone = facts.stories.all_posts.iter().filter(|p| p.5 == 404 && p.1 <= eof).map(|p| p.1).max();
+    let gone = gone.map(|at| (at, "the client left within a reconnect's time of the relayer answering 404 for a session it no longer knew"));
+    [refused, cut, stalled, held, lost, gone].into_iter().flatten().max_by_key(|(at, _)| *at)
 }
 
 /// A notification the relayer accepted carries the `_meta` the client wrote: the step the client
