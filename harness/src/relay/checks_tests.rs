@@ -4169,6 +4169,37 @@ fn user_outcomes_excuses_a_request_held_past_its_deadline_by_an_outages_backlog(
     assert_one(&run(user_outcomes, events(false, 3_090)), "user_outcomes", last(false), "untouched by any fault");
 }
 
+// Relay hunt seed 0x7dfaf32, v1.relay.none.19e28fb43c19a010: a held link is an outage the
+// relayer does not see (its stream stays open on its side until the hold ends), and what the
+// client wrote while it held queues the same way. A request behind that backlog is excused only
+// while one written in the hold is still being POSTed; the same queue with nothing held is judged.
+#[test]
+fn user_outcomes_excuses_a_request_held_past_its_deadline_by_a_held_links_backlog() {
+    let events = |held: bool| {
+        let mut events = vec![std_spec(), r_open(0, "s1")];
+        if held {
+            events.extend(fault_window("link_hold", 900, 1_900));
+        }
+        let closed_out = json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": HEALTHY_CLOSE_OUT}});
+        events.extend([
+            send(950, &list(json!(1))),
+            r_close(1_900, "s1"),
+            r_open(1_950, "s2"),
+            send(1_960, &list(json!(2))), // deadline 2 960
+            r_post(2_300, "s2", "1", "tools/list", "", 202),
+            r_sent(2_300, "1", "", "s2", &list_result(json!(1))),
+            recv(2_310, &list_result(json!(1))),
+            r_post(2_990, "s2", "2", "tools/list", "", 202),
+            r_sent(2_990, "2", "", "s2", &list_result(json!(2))),
+            recv(3_500, &closed_out),
+            client_eof(9_000),
+        ]);
+        events
+    };
+    assert_clean(&run(user_outcomes, events(true)));
+    assert_one(&run(user_outcomes, events(false)), "user_outcomes", 11, "untouched by any fault");
+}
+
 // Relay mutation survivor `post_request`'s `self.accepted(key)` replaced with `false`: the relayer
 // accepted call 1 (the bridge read the 202), the stream ended, and on the new session the replay
 // and both its retries were reset. A reset forces an error only while the bridge has not read

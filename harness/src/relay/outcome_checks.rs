@@ -363,13 +363,18 @@ impl Facts<'_> {
         // POSTed 1 344 ms later, past its 1 316 ms deadline). The backlog must be moving: a pump
         // that idles with requests waiting is `requests_posted_promptly`'s to judge. A bridge
         // that sends requests side by side has no such queue.
+        // A held link is an outage the relayer does not see (its stream stays open on its side
+        // until the hold ends): what the client wrote while it held queued the same way (relay
+        // hunt seed 0x7dfaf32, v1.relay.none.19e28fb43c19a010: a hold from 1 469 to 9 688 ms,
+        // eight requests buffered, the last written at 5 377 ms and still queued behind six
+        // POSTs, 150 ms apiece, at its 10 802 ms deadline).
         let own_first = story.posts.first().map_or(end, |p| p.at_ms);
+        let cut_off = |at: u64| self.stories.no_stream_during(at, at) || self.stories.link_held(at, at, 0);
         let backlog = self.requests[..n].iter().zip(&self.stories.of).any(|(ahead, ahead_story)| {
-            self.stories.no_stream_during(ahead.at_ms, ahead.at_ms)
-                && ahead_story.posts.iter().any(|p| p.at_ms + self.slack_ms >= request.at_ms && p.at_ms <= own_first)
+            cut_off(ahead.at_ms) && ahead_story.posts.iter().any(|p| p.at_ms + self.slack_ms >= request.at_ms && p.at_ms <= own_first)
         });
         if self.serial_pump && backlog && own_first + 2 * self.slack_ms >= deadline {
-            return Some("the backlog an outage left held it in the pump's queue past its deadline");
+            return Some("the backlog an outage or a held link left held it in the pump's queue past its deadline");
         }
         // A held link carries nothing either way: a request whose life ended while it held (or
         // within a round trip of its end) could reach the relayer, or its answer the bridge, by
