@@ -57,6 +57,8 @@ pub struct Proxy {
     /// The requests the current session's HTTP client began to POST (replaced, under the
     /// `upstream` lock, with each new session).
     posted: Arc<std::sync::Mutex<Posted>>,
+    /// The current session's request POSTs in flight (replaced with `posted`).
+    watch: Arc<std::sync::Mutex<SessionWatch>>,
     /// Woken as the bridge leaves the current session (replaced with each new one): the requests
     /// rmcp held on it fail in the order they waited, not in the order rmcp's map of pending
     /// requests drops them (a `HashMap`, in the process's random order: two processes answered
@@ -93,20 +95,20 @@ enum Forwarded {
 
 impl Proxy {
     pub fn new(config: SdkBridgeConfig) -> Self {
-        Self { config: Arc::new(config), upstream: Arc::default(), posted: Arc::default(), left: Arc::default(), outbox: Arc::default(), written: Arc::default(), forwarded: Arc::default(), retrying: Arc::default(), closing: Arc::default(), client: Downstream::default() }
+        Self { config: Arc::new(config), upstream: Arc::default(), posted: Arc::default(), watch: Arc::default(), left: Arc::default(), outbox: Arc::default(), written: Arc::default(), forwarded: Arc::default(), retrying: Arc::default(), closing: Arc::default(), client: Downstream::default() }
     }
 
     /// The upstream peer, connecting (rmcp's `initialize` handshake) when there is none or the
     /// last one closed. One connect at a time: callers wait on the lock.
     async fn peer(&self) -> Result<Peer<RoleClient>, ErrorData> {
-        self.connected().await.map(|(peer, _)| peer)
+        self.connected().await.map(|(peer, ..)| peer)
     }
 
     /// [`Proxy::peer`], with the ids of the requests its session's client began to POST.
-    async fn connected(&self) -> Result<(Peer<RoleClient>, Posted), ErrorData> {
+    async fn connected(&self) -> Result<(Peer<RoleClient>, Posted, SessionWatch), ErrorData> {
         let mut slot = self.upstream.lock().await;
         if let Some(service) = slot.as_ref().filter(|s| !s.is_closed()) {
-            return Ok((service.peer().clone(), lock(&self.posted).clone()));
+            return Ok((service.peer().clone(), lock(&self.posted).clone(), lock(&self.watch).clone()));
         }
         // A handshake with no answer in `HANDSHAKE_TIMEOUT` is started again on a new
         // connection, until one is answered or stdin closes: its answer was lost, and the
@@ -140,12 +142,13 @@ impl Proxy {
         let peer = service.peer().clone();
         *slot = Some(service);
         *lock(&self.posted) = posted.clone();
+        *lock(&self.watch) = watch.clone();
         *lock(&self.left) = Arc::default();
         // rmcp's own recovery, when it is on, recovers the session itself.
         if !self.config.bugs.forgotten_session_resumed && !self.config.bugs.rmcp_session_recovery {
-            self.leave_when_gone(watch, peer.clone());
+            self.leave_when_gone(watch.clone(), peer.clone());
         }
-        Ok((peer, posted))
+        Ok((peer, posted, watch))
     }
 
     /// Leave `peer`'s session once the server answers 404 to a GET of it: rmcp tries a
@@ -213,7 +216,7 @@ impl Proxy {
     ) -> Result<ServerResult, ErrorData> {
         let mut reconnected = false;
         loop {
-            let (peer, posted) = self.connected().await?;
+            let (peer, posted, watch) = self.connected().await?;
             let mut outbox = self.outbox.lock().await;
             // The session may have been left while this waited for the outbox (a notification's
             // 404): a request, or a cancellation waiting for it, sent on it is lost.
@@ -264,7 +267,15 @@ impl Proxy {
                 () = left.notified() => Err(rmcp::ServiceError::TransportClosed),
             };
             match answer {
+                // The other request POSTs in flight on the session settle first, as when a GET
+                // meets the 404 (`leave_when_gone`): each meets its own 404 and goes on the next
+                // session too. Left at once, a POST that had its connection but not yet its 404
+                // was cut by the bridge's own leaving, and its request failed as one that may
+                // have run (sdk_rmcp hunt seed 0x64c14a7, v1.sdk_rmcp.none.40160a32c31959c2: after
+                // a restart, call 17's POST met the 404 as call 0's connected; call 0 was failed
+                // "Transport closed" with no POST of it at the server).
                 Err(expired) if !reconnected && expired.to_string().contains(SESSION_EXPIRED) => {
+                    watch.settled().await;
                     self.expire(&peer).await;
                     reconnected = true;
                     if let Some(entry @ Forwarded::Upstream(_)) = lock(&self.forwarded).get_mut(key) {

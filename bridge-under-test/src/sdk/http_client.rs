@@ -87,6 +87,7 @@ pub struct SimHttpClient {
 /// What the bridge waits for before leaving a session a GET found forgotten: the 404, then every
 /// request POST in flight settled (each meets its own 404, and goes on the next session, rather
 /// than being failed as the session is left: sdk soak, v1.sdk.none.3c27f38271de073a).
+#[derive(Clone, Default)]
 pub struct SessionWatch {
     gone: Arc<tokio::sync::Notify>,
     in_flight: Arc<(std::sync::atomic::AtomicUsize, tokio::sync::Notify)>,
@@ -95,6 +96,11 @@ pub struct SessionWatch {
 impl SessionWatch {
     pub async fn forgotten(self) {
         self.gone.notified().await;
+        self.settled().await;
+    }
+
+    /// Every request POST in flight has had its response head (or failed).
+    pub async fn settled(&self) {
         loop {
             let settled = self.in_flight.1.notified();
             if self.in_flight.0.load(std::sync::atomic::Ordering::SeqCst) == 0 {
@@ -221,13 +227,20 @@ impl StreamableHttpClient for SimHttpClient {
             _ => None,
         };
         let request = builder.body(Full::new(Bytes::from(body))).map_err(|e| client(ClientError::Http(e)))?;
-        let response = self.send_request(request, carrying).await.map_err(client)?;
+        let response = self.send_request(request, carrying.clone()).await.map_err(client)?;
         let status = response.status();
         if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
             return Ok(StreamableHttpPostResponse::Accepted);
         }
         if status == StatusCode::NOT_FOUND && attached {
             self.forget();
+            // The server did not know the session when it read this request: it never ran,
+            // although its connection came up before the bridge knew (sdk_rmcp hunt seed
+            // 0x64c14a7, v1.sdk_rmcp.none.40160a32c31959c2: call 0 connected as call 17's 404
+            // arrived).
+            if let Some(id) = &carrying {
+                self.posted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(id);
+            }
             return Err(StreamableHttpError::SessionExpired);
         }
         let session = session_of(&response);
