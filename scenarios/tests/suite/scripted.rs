@@ -520,6 +520,24 @@ fn replays_owed_are_sent_once_a_refusal_of_the_new_session_ends() {
     assert!(replayed(0) && replayed(3), "the ping and the call were replayed after the refusal ended");
 }
 
+// Goal: the same, for a client that has not completed a handshake (half the generated clients
+// never send one): with no notification waiting and no `notifications/initialized` owed, the
+// replays alone call for the retry. Method: the race above without the client's handshake and
+// its two notifications; the bridge initializes with made-up params. Relay mutation shard 5/48's
+// survivor (`retry_after`'s `!state.inflight.is_empty()` negated) left the replays to the next
+// write of the client, 12 s later, and they were closed out unreplayed.
+#[test]
+fn replays_owed_are_sent_once_a_refusal_ends_for_a_client_without_a_handshake() {
+    let path = format!("{}/races/relay_replays_held_past_a_refusal_that_ended.json", env!("CARGO_MANIFEST_DIR"));
+    let mut scenario: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let steps = scenario.pointer_mut("/family/script/steps").and_then(serde_json::Value::as_array_mut).unwrap();
+    steps.retain(|step| !matches!(step["op"].as_str(), Some("initialize" | "initialized")) && step["op"].get("notify").is_none());
+    let outcome = run(&harness::family::Scenario::from_json(&scenario.to_string(), harness::families::FAMILIES).unwrap());
+    assert_eq!(outcome.violations, vec![]);
+    let replayed = |id: u64| events(&outcome, kind::POST_SEND).iter().any(|e| e.num("id") == id && e.text("replay") == "true" && e.at_ms > 7_400 && e.at_ms < 19_000);
+    assert!(replayed(0) && replayed(3), "the ping and the call were replayed after the refusal ended");
+}
+
 // Goal: `post_retries` names a notification by the step the client stamped in its `_meta`, not
 // by its method: a POST of the next notification of that method is no retry of one refused for
 // good. Method: replay the case a clean hunt reported (seed 0x40bb7d4e7d6bc04a, case 486, token
@@ -718,6 +736,9 @@ fn mutants_gate_relay() {
     for (scenario, bug, invariant) in switch_cases() {
         crate::assert_broken(scenario, bug, invariant);
     }
+    // A promise no oracle judges on its own yet: replays owed to a client without a handshake
+    // are tried again once a refusal ends (relay mutation shard 5/48's survivor).
+    replays_owed_are_sent_once_a_refusal_ends_for_a_client_without_a_handshake();
 }
 
 // Goal: a POST in flight when its request is closed out is that request's, though the client has
