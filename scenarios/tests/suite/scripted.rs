@@ -242,9 +242,15 @@ fn malformed_line_gets_a_parse_error_and_the_session_goes_on() {
 
 /// A race a clean hunt found in the default bridge, kept in `scenarios/races/`.
 fn race(name: &str) -> Outcome {
+    race_edited(name, |_| {})
+}
+
+/// Replay race `<name>.json` after `edit` changed its JSON (steps left out, say).
+fn race_edited(name: &str, edit: impl FnOnce(&mut Value)) -> Outcome {
     let path = format!("{}/races/{name}.json", env!("CARGO_MANIFEST_DIR"));
-    let scenario = harness::family::Scenario::from_json(&std::fs::read_to_string(path).unwrap(), harness::families::FAMILIES).unwrap();
-    run(&scenario)
+    let mut scenario: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    edit(&mut scenario);
+    run(&harness::family::Scenario::from_json(&scenario.to_string(), harness::families::FAMILIES).unwrap())
 }
 
 fn fired(outcome: &Outcome, fault: &str) -> bool {
@@ -528,11 +534,10 @@ fn replays_owed_are_sent_once_a_refusal_of_the_new_session_ends() {
 // write of the client, 12 s later, and they were closed out unreplayed.
 #[test]
 fn replays_owed_are_sent_once_a_refusal_ends_for_a_client_without_a_handshake() {
-    let path = format!("{}/races/relay_replays_held_past_a_refusal_that_ended.json", env!("CARGO_MANIFEST_DIR"));
-    let mut scenario: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let steps = scenario.pointer_mut("/family/script/steps").and_then(serde_json::Value::as_array_mut).unwrap();
-    steps.retain(|step| !matches!(step["op"].as_str(), Some("initialize" | "initialized")) && step["op"].get("notify").is_none());
-    let outcome = run(&harness::family::Scenario::from_json(&scenario.to_string(), harness::families::FAMILIES).unwrap());
+    let outcome = race_edited("relay_replays_held_past_a_refusal_that_ended", |scenario| {
+        let steps = scenario.pointer_mut("/family/script/steps").and_then(Value::as_array_mut).unwrap();
+        steps.retain(|step| !matches!(step["op"].as_str(), Some("initialize" | "initialized")) && step["op"].get("notify").is_none());
+    });
     assert_eq!(outcome.violations, vec![]);
     let replayed = |id: u64| events(&outcome, kind::POST_SEND).iter().any(|e| e.num("id") == id && e.text("replay") == "true" && e.at_ms > 7_400 && e.at_ms < 19_000);
     assert!(replayed(0) && replayed(3), "the ping and the call were replayed after the refusal ended");
