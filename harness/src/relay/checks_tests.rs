@@ -1163,7 +1163,7 @@ fn user_outcomes_passes_the_relayers_answer_and_flags_a_false_close_out() {
     // No fault touched the call, yet the client reads an error the relayer never sent.
     let mut bad = answered_call();
     bad.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true))); // 6
-    assert_one(&run(user_outcomes, bad), "user_outcomes", 6, "untouched by any fault");
+    assert_one(&run(user_outcomes, bad), "user_outcomes", 6, "no fault forced its outcome");
 }
 
 // supergateway 4.0.0 over Streamable HTTP (live.v1.relay.none.3987bec57b9d79f5): the client
@@ -1220,8 +1220,8 @@ fn user_outcomes_excuses_a_fired_fault_only_by_its_effect() {
         events.push(recv(1_400, &tool_result(json!(1), HEALTHY_CLOSE_OUT, true))); // 7
         events
     };
-    assert_one(&run(user_outcomes, fired("duplicate_reply", 150)), "user_outcomes", 7, "untouched by any fault");
-    assert_one(&run(user_outcomes, fired("late_reply", 300)), "user_outcomes", 7, "untouched by any fault");
+    assert_one(&run(user_outcomes, fired("duplicate_reply", 150)), "user_outcomes", 7, "no fault forced its outcome");
+    assert_one(&run(user_outcomes, fired("late_reply", 300)), "user_outcomes", 7, "no fault forced its outcome");
     // Delayed past the deadline (1 000 ms after the write at 10), or swallowed: excused.
     assert_clean(&run(user_outcomes, fired("late_reply", 1_200)));
     let mut swallowed = fired("swallow_reply", 150);
@@ -1254,7 +1254,7 @@ fn user_outcomes_excuses_a_relayer_bounce_only_until_the_bridge_is_back() {
     // Written while no stream was open (the bridge reconnecting): excused.
     assert_clean(&run(user_outcomes, written_at(1_000)));
     // Written 3 s after the relayer came back and the bridge reconnected: owed.
-    assert_one(&run(user_outcomes, written_at(5_000)), "user_outcomes", 10, "untouched by any fault");
+    assert_one(&run(user_outcomes, written_at(5_000)), "user_outcomes", 10, "no fault forced its outcome");
 }
 
 // An outage excuses a request only when it lasted until too late for it to be served (issue
@@ -1284,7 +1284,7 @@ fn user_outcomes_excuses_an_outage_only_until_too_late_to_serve() {
     // Back at 400 ms, 900 ms before the 1 300 ms deadline: owed, and closed out. (Its tool
     // never ran, so it ran past no deadline either.)
     let (found, cols) = back_at(400);
-    assert_one(&found, "user_outcomes", 7, "untouched by any fault");
+    assert_one(&found, "user_outcomes", 7, "no fault forced its outcome");
     assert_eq!(cols, ["failed"]);
     // Back at 1 200 ms: a connect and a round trip (120 ms) no longer fit before the deadline.
     let (found, cols) = back_at(1_200);
@@ -1739,7 +1739,7 @@ fn user_outcomes_excuses_a_refusal_only_while_no_accepted_post_followed_it() {
         run(outcome_checks::user_outcomes, events)
     };
     assert_clean(&outcome(429));
-    assert_one(&outcome(202), "user_outcomes", 6, "untouched by any fault");
+    assert_one(&outcome(202), "user_outcomes", 6, "no fault forced its outcome");
 }
 
 // mcp-remote 0.15.1, live.v1.relay.none.16f085fc2a4c8752: a tools/list whose id is beyond 2^53
@@ -3388,6 +3388,11 @@ fn post_retries_paces_every_retry_and_sends_each_one() {
     // A refusal for good (401) owes no retry, and gets none.
     assert_clean(&run(retry_checks::post_retries, posts(&[(100, 401)])));
     assert_one(&run(retry_checks::post_retries, posts(&[(100, 401), (400, 401)])), "post_retries", 3, "refused it for good (HTTP 401)");
+    // Sent again a step of the backoff past its retries (1 000 ms) after the refusal, it is a new
+    // send (the bridge tries a refused handshake again so a revocation that ends strands
+    // nothing); a step short of that, a retry.
+    assert_one(&run(retry_checks::post_retries, posts(&[(100, 401), (1_099, 401)])), "post_retries", 3, "refused it for good (HTTP 401)");
+    assert_clean(&run(retry_checks::post_retries, posts(&[(100, 401), (1_100, 401)])));
     // A new initialize because the client wrote again is no retry.
     let mut asked = posts(&[(100, 401)]);
     asked.push(send(200, &call(json!(1), "a1")));
@@ -4075,7 +4080,7 @@ fn user_outcomes_flags_a_refused_request_never_sent_again_nor_answered() {
     let error = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "HTTP 503"}});
     assert_clean(&run(outcome_checks::user_outcomes, refused(vec![recv(700, &error)], 50_000)));
     let through = run(outcome_checks::user_outcomes, refused(vec![r_post(600, "s1", "1", "tools/call", "a1", 202)], 50_000));
-    assert_one(&through, "user_outcomes", 3, "untouched by any fault, never answered");
+    assert_one(&through, "user_outcomes", 3, "no fault forced its outcome, never answered");
     assert_clean(&run(outcome_checks::user_outcomes, refused(vec![], 5_000)));
     // Sdk soak v1.sdk.none.d6d2976814672a96: a link hold from soon after the refusal until after
     // the client left defeats every reconnect; one that ended with time to spare excuses nothing.
@@ -4165,8 +4170,8 @@ fn user_outcomes_excuses_a_request_held_past_its_deadline_by_an_outages_backlog(
     };
     let last = |outage: bool| if outage { 11 } else { 10 };
     assert_clean(&run(user_outcomes, events(true, 3_090)));
-    assert_one(&run(user_outcomes, events(true, 2_400)), "user_outcomes", last(true), "untouched by any fault");
-    assert_one(&run(user_outcomes, events(false, 3_090)), "user_outcomes", last(false), "untouched by any fault");
+    assert_one(&run(user_outcomes, events(true, 2_400)), "user_outcomes", last(true), "no fault forced its outcome");
+    assert_one(&run(user_outcomes, events(false, 3_090)), "user_outcomes", last(false), "no fault forced its outcome");
 }
 
 // Relay hunt seed 0x7dfaf32, v1.relay.none.19e28fb43c19a010: a held link is an outage the
@@ -4197,7 +4202,7 @@ fn user_outcomes_excuses_a_request_held_past_its_deadline_by_a_held_links_backlo
         events
     };
     assert_clean(&run(user_outcomes, events(true)));
-    assert_one(&run(user_outcomes, events(false)), "user_outcomes", 11, "untouched by any fault");
+    assert_one(&run(user_outcomes, events(false)), "user_outcomes", 11, "no fault forced its outcome");
 }
 
 // Relay mutation survivor `post_request`'s `self.accepted(key)` replaced with `false`: the relayer
@@ -4353,4 +4358,37 @@ fn reply_accounting_owes_the_client_nothing_for_a_request_the_bridge_sent_itself
     assert_clean(&run(outcome_checks::reply_accounting, trace("3", "")));
     // Stamped with the client's id 3, it is the client's, and its answer was owed.
     assert_one(&run(outcome_checks::reply_accounting, trace("3", "3")), "reply_accounting", 10, "but the client read nothing");
+}
+
+// Relay mutation shard 5/48's survivor (`retry_after` never retried a refused handshake for the
+// replays owed): a request the relayer accepted lost its stream, and a post_reject window refused
+// the new session's `initialize`. The refusal ahead of its replay excuses its close-out only when
+// it stood until too late: the window, the bridge's wait past its retries (1 000 ms) and a round
+// trip reach its deadline. One that ended in time leaves the bridge's wait to be judged, as the
+// mutant's run (refusal over at 7 351 ms, close-out at 11 420 ms) showed it was not.
+#[test]
+fn user_outcomes_excuses_a_refusal_ahead_only_while_it_stood_until_too_late() {
+    let events = |refused_until: u64| {
+        let closed_out = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": HEALTHY_CLOSE_OUT}});
+        let mut events = vec![
+            spec(6_000, 2_000, 10, 20_000),
+            r_open(0, "s1"),
+            r_post(5, "s1", "relay-init-1", "initialize", "", 202),
+            send(10, &list(json!(1))), // deadline 6 010
+            r_post(50, "s1", "1", "tools/list", "", 202),
+            r_close(100, "s1"),
+            r_open(150, "s2"),
+            r_post(160, "s2", "relay-init-2", "initialize", "", 401),
+            r_post(1_200, "s2", "relay-init-2", "initialize", "", 401),
+            recv(7_000, &closed_out),
+            client_eof(15_000),
+        ];
+        events.extend(fault_window("post_reject", 140, refused_until));
+        events.sort_by_key(|e| e.at_ms);
+        events
+    };
+    // Held until 4 900 + 1 000 + 100 + 20 = 6 020 ms, past the deadline: the refusal forced it.
+    assert_clean(&run(user_outcomes, events(4_900)));
+    // Over at 1 300 ms: nothing stood in front of the replay for 4.7 s before its deadline.
+    assert_one(&run(user_outcomes, events(1_300)), "user_outcomes", 11, "no fault forced its outcome");
 }

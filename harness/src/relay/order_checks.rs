@@ -114,7 +114,7 @@ pub fn requests_posted_promptly(facts: &Facts<'_>) -> Vec<Violation> {
                 // A gap is excused only by what touched the request (a refusal or reset ahead
                 // of it, a reconnect): a request posted promptly holds whatever faults were near.
                 held = false;
-                if let Some(mechanism) = facts.touched(n) {
+                if let Some(mechanism) = facts.touched(n, Some(at)) {
                     verdicts::excused(mechanism);
                     break;
                 }

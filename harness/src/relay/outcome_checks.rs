@@ -142,6 +142,15 @@ impl Facts<'_> {
         handshake || by_client(written)
     }
 
+    /// Until when a refusal (or reset) of a POST at `at` holds what is queued behind it: the
+    /// fault window that refused it, if one did, ends; the bridge waits out its retry backoff
+    /// past its retries (`250·2^POST_RETRIES`) and needs a round trip for the handshake and a
+    /// POST (ahead of the request's own) to go through.
+    fn refusal_held_ms(&self, at: u64) -> u64 {
+        let window = self.stories.refusal_windows.iter().filter(|(_, start, end)| *start <= at && at <= end + self.slack_ms).map(|(_, _, end)| *end).max();
+        window.unwrap_or(at).max(at) + (RETRY_BASE_MS << POST_RETRIES) + CONNECT_MS + 2 * self.slack_ms
+    }
+
     /// How often the bridge's watchdog checks for silence: `max(500, idle/3)` (MODEL.md §1.3).
     pub(super) fn watchdog_ms(&self) -> u64 {
         (self.sse_idle_ms / 3).max(500)
@@ -163,7 +172,10 @@ impl Facts<'_> {
     /// excuse accounting names it (a mock fault that fired on it, a POST of it or ahead of it the
     /// relayer refused, a global fault's observed effect on it, the client closing stdin,
     /// the client's own cancellation, or a tool slower than the call deadline).
-    pub(super) fn touched(&self, n: usize) -> Option<&'static str> {
+    ///
+    /// `delayed_to` is the moment a delay must reach to be excused (a POST that ended a gap);
+    /// without it, the request's outcome: its error, or its deadline less its tool's run.
+    pub(super) fn touched(&self, n: usize, delayed_to: Option<u64>) -> Option<&'static str> {
         let (request, story) = (&self.requests[n], &self.stories.of[n]);
         // A fault that fired on this request excuses it only where its effect forces the outcome:
         // a reply destroyed (swallowed, withheld) or a POST reset, or a reply delayed past the
@@ -349,11 +361,22 @@ impl Facts<'_> {
         let ahead = || {
             self.stories.all_posts.iter().filter(move |p| p.1 + self.slack_ms >= request.at_ms && p.1 <= end && (p.1 <= own_first_post || to_replay(p.1)) && self.queued_before(n, p))
         };
-        if ahead().any(|p| self.stories.reset_after_admit.contains(&p.0)) {
-            return Some("post_reset cut a POST ahead of it");
+        // A refusal or reset ahead holds it only while it stands: until the POST it met, or the
+        // end of the fault window that met it, then the bridge's wait once its retries are spent
+        // and a round trip for the handshake and the POST. It forces the outcome only when it
+        // stood until too late: the request's error came while it held (the bridge fails
+        // promptly what a refusal for good stands in front of), or it held to within the
+        // request's run of its deadline. A refusal that ended in time leaves the bridge's wait
+        // past it to be judged (relay mutation shard 5/48: replays owed behind a refused
+        // `initialize` never sent once the refusal ended at 7 351 ms, closed out at 11 420 ms).
+        let run = story.done_ms.zip(story.execs.first()).map_or(0, |(done, (_, exec))| done.saturating_sub(*exec));
+        let outcome = delayed_to.unwrap_or_else(|| request.answered.as_ref().map_or(deadline, |a| a.at_ms.min(deadline)).min(deadline.saturating_sub(run)));
+        let stands = |p: &&(usize, u64, String, String, String, u64)| self.refusal_held_ms(p.1) >= outcome;
+        if ahead().filter(|p| self.stories.reset_after_admit.contains(&p.0)).any(|p| stands(&p)) {
+            return Some("post_reset cut a POST ahead of it until too late for it");
         }
-        if ahead().any(|p| p.5 != 202 && p.5 != 404) {
-            return Some("the relayer refused a POST ahead of it");
+        if ahead().filter(|p| p.5 != 202 && p.5 != 404).any(|p| stands(&p)) {
+            return Some("the relayer refused a POST ahead of it until too late for it");
         }
         // The pump posts one request at a time, flushing in order what waited while no stream
         // was open (MODEL.md §1.4): a request written behind that backlog waits for its POSTs,
@@ -392,7 +415,6 @@ impl Facts<'_> {
         // tool's run (as observed) before its deadline; an outage that healed in time excuses
         // nothing, and a bridge that gave up during it is judged on that decision.
         if let Some(back) = self.stories.back_after_outage(request.at_ms, end) {
-            let run = story.done_ms.zip(story.execs.first()).map_or(0, |(done, (_, exec))| done.saturating_sub(*exec));
             if back.saturating_add(CONNECT_MS + 2 * self.slack_ms + run) >= deadline {
                 return Some("no stream was open until too late for it to be served (the bridge was reconnecting)");
             }
@@ -539,15 +561,15 @@ pub fn user_outcomes(facts: &Facts<'_>) -> Vec<Violation> {
             verdicts::excused("the client's initialize was answered with an error before it");
             continue;
         }
-        if let Some(mechanism) = facts.touched(n) {
+        if let Some(mechanism) = facts.touched(n, None) {
             verdicts::excused(mechanism);
             continue;
         }
         let id = request.id.as_deref().unwrap_or("");
         let detail = match &request.answered {
-            None => format!("{} id {id}: untouched by any fault, never answered", request.method),
+            None => format!("{} id {id}: no fault forced its outcome, never answered", request.method),
             Some(answer) => format!(
-                "{} id {id}: untouched by any fault, answered with {} which the relayer never sent (it sent {} replies for it)",
+                "{} id {id}: no fault forced its outcome, answered with {} which the relayer never sent (it sent {} replies for it)",
                 request.method,
                 answer.msg,
                 facts.stories.of[n].sent.len()

@@ -543,6 +543,38 @@ fn replays_owed_are_sent_once_a_refusal_ends_for_a_client_without_a_handshake() 
     assert!(replayed(0) && replayed(3), "the ping and the call were replayed after the refusal ended");
 }
 
+// Goal: a request queued behind a notification a refusal for good stopped goes once the
+// refusal ends, within its deadline: the bridge tries the notification again after the retry
+// backoff's next step while requests wait on it, not the 15 s cap. Method: replay the case (relay
+// hunt seed 0x64c14a7, token v1.relay.none.dd2b59cf609397da, shrunk): a 401 window from 301 to
+// 3 651 ms refused the client's first notification; a call written at 2 240 ms waited behind it
+// in the client's order and was closed out unsent at 10 930 ms. `user_outcomes` failed it once
+// its excuse, the refusal ahead of it, had to have stood until too late.
+#[test]
+fn a_call_behind_a_refused_notification_goes_once_the_refusal_ends() {
+    let outcome = race("relay_call_behind_a_refused_note_waited_for_the_cap");
+    assert_eq!(outcome.violations, vec![]);
+    let accepted = events(&outcome, kind::HTTP_POST).iter().find(|e| e.text("method") == "tools/call" && e.num("status") == 202).map(|e| e.at_ms);
+    assert!(accepted.is_some_and(|at| at > 3_651 && at < 2_240 + 6_558), "the call was accepted after the refusal, before its deadline: {accepted:?}");
+    let answered = events(&outcome, kind::MCP_RECV).iter().any(|e| e.text("msg").contains("analyze a4: done"));
+    assert!(answered, "the client read the call's result");
+}
+
+// Goal: the same behind the bridge's `notifications/initialized`, which goes before any request
+// (relay hunt seed 0x20261207, token v1.relay.none.39fb4f64cb71878c): a 401 window from 1 518 to
+// 3 783 ms refused it on a new session; call -2, written at 1 383 ms, waited behind it for the
+// cap's retry and was closed out unsent at 17 300 ms. The race is the generated case less its
+// faults after 4 s (a second 401 window that refused the call itself, and a withhold), as the
+// shrunk case (which the shrinker cut to its `post_retries` edge) would not serve. Now the
+// handshake goes again a second after each refusal, and the call runs once the window ends.
+#[test]
+fn a_call_behind_a_refused_initialized_goes_once_the_refusal_ends() {
+    let outcome = race("relay_call_behind_a_refused_initialized_waited_for_the_cap");
+    assert_eq!(outcome.violations, vec![]);
+    let answered = events(&outcome, kind::MCP_RECV).iter().find(|e| e.text("msg").contains("remember a2: done")).map(|e| e.at_ms);
+    assert!(answered.is_some_and(|at| at < 1_383 + 12_978), "call -2 was served before its deadline: {answered:?}");
+}
+
 // Goal: `post_retries` names a notification by the step the client stamped in its `_meta`, not
 // by its method: a POST of the next notification of that method is no retry of one refused for
 // good. Method: replay the case a clean hunt reported (seed 0x40bb7d4e7d6bc04a, case 486, token
