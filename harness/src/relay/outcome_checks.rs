@@ -502,8 +502,8 @@ impl Facts<'_> {
 /// explain an error, never silence (ORACLES.md §8: what the bridge does next is its decision).
 ///
 /// An excuse is weighed only for an outcome that needs one: a true answer holds whatever faults
-/// met the request. Excused share on seed 2026's 1 000 cases: 9.3 % (relay), 9.5 % (sdk),
-/// 12.9 % (sdk_rmcp): requests that a fault's window met and that ended in an error or no
+/// met the request. Excused share on seed 2026's 1 000 cases: 9.4 % (relay), 8.8 % (sdk),
+/// 11.4 % (sdk_rmcp): requests that a fault's window met and that ended in an error or no
 /// answer. Each excuse is a mechanism of [`Facts::touched`]; a request it excuses is still
 /// judged by `reply_accounting` (a reply the relayer sent reaches the client) and
 /// `truthful_endings` (its error says what happened).
