@@ -773,8 +773,9 @@ fn mutants_gate_relay() {
     for (scenario, bug, invariant) in switch_cases() {
         crate::assert_broken(scenario, bug, invariant);
     }
-    // A promise no oracle judges on its own yet: replays owed to a client without a handshake
-    // are tried again once a refusal ends (relay mutation shard 5/48's survivor).
+    // Replays owed to a client without a handshake are tried again once a refusal ends (relay
+    // mutation shard 5/48's survivor). No race holds that case, so the gate runs its test; with
+    // the mutant, `user_outcomes` fails it since the refusal-ahead excuse was narrowed.
     replays_owed_are_sent_once_a_refusal_ends_for_a_client_without_a_handshake();
 }
 
