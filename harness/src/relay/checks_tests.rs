@@ -4392,3 +4392,24 @@ fn user_outcomes_excuses_a_refusal_ahead_only_while_it_stood_until_too_late() {
     // Over at 1 300 ms: nothing stood in front of the replay for 4.7 s before its deadline.
     assert_one(&run(user_outcomes, events(1_300)), "user_outcomes", 11, "no fault forced its outcome");
 }
+
+// MODEL.md §1.4: a 404 says the session is gone and triggers a reconnect; it is no refusal of the
+// request, whose POST the relayer never ran. A bridge that fails the request on it (as on a 401)
+// is judged on that decision, not excused as "the relayer refused a POST of it".
+#[test]
+fn user_outcomes_takes_a_404_for_no_refusal_of_the_request() {
+    let events = |status: u64| {
+        let failed = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "the relayer refused the request"}});
+        vec![
+            spec(6_000, 2_000, 10, 20_000),
+            r_open(0, "s1"),
+            r_post(5, "s1", "relay-init-1", "initialize", "", 202),
+            send(10, &list(json!(1))),
+            r_post(50, "s1", "1", "tools/list", "", status),
+            recv(120, &failed),
+            client_eof(15_000),
+        ]
+    };
+    assert_clean(&run(user_outcomes, events(401)));
+    assert_one(&run(user_outcomes, events(404)), "user_outcomes", 5, "no fault forced its outcome");
+}

@@ -329,8 +329,12 @@ impl Facts<'_> {
         // judged above, by whether it could force the outcome.
         // Only a refusal no accepted POST of it followed: once one got through, the refusal no
         // longer stood between it and its answer.
+        // A 404 is no refusal of the request: it says the session is gone, the relayer ran
+        // nothing, and the bridge reconnects and sends it on the next session (MODEL.md §1.4). A
+        // bridge that fails it instead is judged on that decision; a restart behind the 404 is
+        // excused above, by what it did to the request.
         let accepted_last = story.posts.iter().rposition(|p| p.status == 202);
-        if story.posts.iter().skip(accepted_last.map_or(0, |n| n + 1)).any(|p| p.status != 202 && !p.reset) {
+        if story.posts.iter().skip(accepted_last.map_or(0, |n| n + 1)).any(|p| p.status != 202 && p.status != 404 && !p.reset) {
             return Some("the relayer refused a POST of it");
         }
         let end = self.life_end(request);
