@@ -19,6 +19,9 @@ use crate::verdicts;
 /// (`250·2^k`): the bridge's documented retry policy, restated here.
 pub const POST_RETRIES: usize = 2;
 pub const RETRY_BASE_MS: u64 = 250;
+/// How long after its last refusal a message whose retries are spent (or that was refused for
+/// good) goes again at the soonest, as a new send: the backoff's next step, `250·2^POST_RETRIES`.
+pub const NEXT_SEND_MS: u64 = RETRY_BASE_MS << POST_RETRIES;
 /// A stream that lives less than this "ends soon after it opens", whatever closed it. One that
 /// lived longer but surely short of the bridge's 2 s success mark is short too, unless the bridge
 /// may have chosen to close it (for the client's `initialize`, after orphaned calls): that resets
@@ -147,8 +150,9 @@ impl Facts<'_> {
     /// past its retries (`250·2^POST_RETRIES`) and needs a round trip for the handshake and a
     /// POST (ahead of the request's own) to go through.
     fn refusal_held_ms(&self, at: u64) -> u64 {
-        let window = self.stories.refusal_windows.iter().filter(|(_, start, end)| *start <= at && at <= end + self.slack_ms).map(|(_, _, end)| *end).max();
-        window.unwrap_or(at).max(at) + (RETRY_BASE_MS << POST_RETRIES) + CONNECT_MS + 2 * self.slack_ms
+        let windows = self.stories.refusal_windows.iter().filter(|(_, start, end)| *start <= at && at <= end + self.slack_ms);
+        let stood = windows.map(|(_, _, end)| *end).fold(at, u64::max);
+        stood + NEXT_SEND_MS + CONNECT_MS + 2 * self.slack_ms
     }
 
     /// How often the bridge's watchdog checks for silence: `max(500, idle/3)` (MODEL.md §1.3).
@@ -374,12 +378,11 @@ impl Facts<'_> {
         // past it to be judged (relay mutation shard 5/48: replays owed behind a refused
         // `initialize` never sent once the refusal ended at 7 351 ms, closed out at 11 420 ms).
         let run = story.done_ms.zip(story.execs.first()).map_or(0, |(done, (_, exec))| done.saturating_sub(*exec));
-        let outcome = delayed_to.unwrap_or_else(|| request.answered.as_ref().map_or(deadline, |a| a.at_ms.min(deadline)).min(deadline.saturating_sub(run)));
-        let stands = |p: &&(usize, u64, String, String, String, u64)| self.refusal_held_ms(p.1) >= outcome;
-        if ahead().filter(|p| self.stories.reset_after_admit.contains(&p.0)).any(|p| stands(&p)) {
+        let outcome = delayed_to.unwrap_or_else(|| request.answered.as_ref().map_or(u64::MAX, |a| a.at_ms).min(deadline.saturating_sub(run)));
+        if ahead().any(|p| self.stories.reset_after_admit.contains(&p.0) && self.refusal_held_ms(p.1) >= outcome) {
             return Some("post_reset cut a POST ahead of it until too late for it");
         }
-        if ahead().filter(|p| p.5 != 202 && p.5 != 404).any(|p| stands(&p)) {
+        if ahead().any(|p| p.5 != 202 && p.5 != 404 && self.refusal_held_ms(p.1) >= outcome) {
             return Some("the relayer refused a POST ahead of it until too late for it");
         }
         // The pump posts one request at a time, flushing in order what waited while no stream

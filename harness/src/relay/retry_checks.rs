@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use bridge_under_test::events::{host, kind};
 
 use super::checks::{error_text, Facts, CLOSE_OUT};
-use super::outcome_checks::{CONNECT_MS, POST_RETRIES, RETRY_BASE_MS};
+use super::outcome_checks::{CONNECT_MS, NEXT_SEND_MS, POST_RETRIES, RETRY_BASE_MS};
 use super::story::{same_reply, Sent};
 use crate::check::capped;
 use crate::trace::Violation;
@@ -76,13 +76,6 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
     let mut streaks: BTreeMap<(&str, Message<'_>), Streak> = BTreeMap::new();
     // Per session, the last POST: `(message, at, status, index)`.
     let mut last_on: BTreeMap<&str, (Message<'_>, u64, u64, usize)> = BTreeMap::new();
-    // A message refused for good goes again only as a new send, as one whose retries are spent
-    // does: no sooner than the backoff's next step (`250·2^POST_RETRIES`). Until this round the
-    // bound was the retry schedule plus the slack (1 150 ms at a 400 ms slack), which the bridge's
-    // own try-again of a refused handshake a step after reading the refusal met at its edge
-    // (relay hunt seed 0x20261207, v1.relay.none.39fb4f64cb71878c: refused 3 750 ms, again at
-    // 4 900 ms); at a 10 ms slack it was 760 ms, short of the step.
-    let next_send_ms = wait_ms(POST_RETRIES + 1);
     let client_writes: Vec<u64> = facts
         .trace
         .events
@@ -102,7 +95,14 @@ pub fn post_retries(facts: &Facts<'_>) -> Vec<Violation> {
             let for_good = read && (400..=499).contains(&refused) && !matches!(refused, 404 | 429);
             let again = last == message;
             let asked_anew = client_writes.iter().any(|w| w + facts.slack_ms >= refused_ms && w <= at_ms);
-            if for_good && again && !asked_anew && at_ms - refused_ms < next_send_ms {
+            // A message refused for good goes again only as a new send, as one whose retries are
+            // spent does: no sooner than the backoff's next step (`250·2^POST_RETRIES`). Until this
+            // round the bound was the retry schedule plus the slack (1 150 ms at a 400 ms slack),
+            // which the bridge's own try-again of a refused handshake a step after reading the
+            // refusal met at its edge (relay hunt seed 0x20261207, v1.relay.none.39fb4f64cb71878c:
+            // refused 3 750 ms, again at 4 900 ms); at a 10 ms slack it was 760 ms, short of the
+            // step.
+            if for_good && again && !asked_anew && at_ms - refused_ms < NEXT_SEND_MS {
                 let detail = format!(
                     "{name} was retried at {at_ms} ms, after the relayer refused it for good (HTTP {refused}) at {refused_ms} ms"
                 );
