@@ -337,6 +337,17 @@ impl Proxy {
             while let Err(refused) = peer.send_notification(routed.clone()).await {
                 let text = refused.to_string();
                 if text.contains(SESSION_EXPIRED) {
+                    // The request POSTs in flight on the session settle first, as when a
+                    // request's or a GET's 404 leaves it: each meets its own 404 and goes on the
+                    // next session. Left at once, one whose connection was up was cut by the
+                    // leaving and failed as one that may have run (sdk hunt seed 0x64c14a7,
+                    // v1.sdk.none.62ec13de855a51b8: after a restart, a roots notification's 404
+                    // left the session as calls 0 and 10 waited for theirs; both failed
+                    // "Transport closed", never run).
+                    let watch = lock(&self.watch).clone();
+                    if self.is_current(peer).await {
+                        watch.settled().await;
+                    }
                     self.expire(peer).await;
                     return Err(Refusal::Expired(text));
                 }

@@ -1497,6 +1497,52 @@ fn user_outcomes_excuses_a_restart_only_as_the_connection_dies() {
     assert_eq!(learned(850, 900), ["failed"]);
 }
 
+/// A session forgotten by a restart at 1 000 ms (the relayer back at 1 200 ms) on a run whose
+/// calls have 120 s, then `more`; with `held`, a held link from 1 500 ms to 107 000 ms.
+fn forgotten_session(held: bool, more: Vec<TraceEvent>) -> Vec<String> {
+    let fault = |name: &str, phase: &str, at_ms: u64| TraceEvent::new(at_ms, host::SIM, kind::FAULT_INJECTED, &[("fault", json!(name)), ("phase", json!(phase)), ("detail", json!("f"))]);
+    let mut events = vec![spec(120_000, 5_000, 10, 200_000), relayer_start(0, 1), stream_open(0, "s1"), fault("relayer_bounce", "start", 1_000), stream_close(1_000, "s1"), relayer_start(1_200, 2)];
+    if held {
+        events.extend([fault("link_hold", "start", 1_500), fault("link_hold", "end", 107_000)]);
+    }
+    events.extend(more);
+    events.sort_by_key(|e| e.at_ms);
+    outcome_cols(events)
+}
+
+// supergateway 4.0.0 over Streamable HTTP, live.v1.relay.none.4696a795d76956b0: a restart forgot
+// its session, its GET met 404 and it never opened a stream again, failing every later call
+// "404 … Session not found" until stdin closed, 44 s on. A call with no POST, failed by the
+// bridge at its own time-out, was excused as "no stream was open until too late (the bridge was
+// reconnecting)" although nothing stopped a reconnect after 1 200 ms. An outage excuses only as
+// long as a fault could keep it: here to the heal, the silence noticed and the capped backoff
+// (57 s), while a held link until 107 s keeps it (its heal and the capped backoff) to the 122 s
+// deadline.
+#[test]
+fn user_outcomes_excuses_an_outage_only_while_a_fault_could_keep_it() {
+    let failed_at_timeout = || vec![send(2_000, &call(json!(1), "a1")), recv(115_000, &rpc_error(Some(json!(1)), -32001, "Request timed out"))];
+    assert_eq!(forgotten_session(false, failed_at_timeout()), ["failed"]);
+    assert_eq!(forgotten_session(true, failed_at_timeout()), ["excused: no stream was open until too late for it to be served (the bridge was reconnecting)"]);
+}
+
+// The same run: a call written after the restart whose own POST met the 404 was excused as "a
+// relayer restart cut it in flight" while the bridge had just learned the session was gone. The
+// relayer ran nothing of it and said so: the bridge reconnects and sends it again (MODEL.md
+// §1.4), and one that fails it instead is judged. A call POSTed before the restart was cut in
+// flight, and failing it as the 404 comes is still excused.
+#[test]
+fn user_outcomes_judges_a_call_failed_on_its_own_404_after_a_restart() {
+    let gone = |at_ms: u64| {
+        let mut post = r_post(at_ms, "s1", "1", "tools/call", "a1", 404);
+        post.fields.push(("cause".into(), json!("gone")));
+        post
+    };
+    let not_found = || recv(2_020, &tool_result(json!(1), "HTTP 404: Session not found", true));
+    assert_eq!(forgotten_session(false, vec![send(2_000, &call(json!(1), "a1")), gone(2_010), not_found()]), ["failed"]);
+    let in_flight = vec![send(500, &call(json!(1), "a1")), r_post(510, "s1", "1", "tools/call", "a1", 202), gone(2_010), not_found()];
+    assert_eq!(forgotten_session(false, in_flight), ["excused: a relayer restart cut it in flight, and the bridge failed it as the connection died"]);
+}
+
 // sdk soak v1.sdk.none.b61b267711576fa0: call 1's tool ran at 110 ms and its answer was written
 // at 300 ms to its POST stream, which a flap had cut as it opened; the restart at 500 ms destroyed
 // the answer before any resumption. The call ran, so it may not be sent again: failing it before

@@ -68,9 +68,27 @@ impl Facts<'_> {
     /// the capped backoff (MODEL.md §1: `min(15 000, 500·2^attempt)`), however many attempts
     /// failed. A fixpoint: a fault that begins before the pushed-out bound pushes it again.
     pub(super) fn reconnect_due_past(&self, faults: &[&str], from: u64, due: u64) -> u64 {
+        let windows: Vec<(u64, u64)> = self.stories.global_faults.iter().filter(|(name, _, _)| faults.contains(&name.as_str())).map(|(name, start, end)| (*start, self.healed_ms(name, *start, *end))).collect();
+        self.due_past(&windows, from, due)
+    }
+
+    /// By when a bridge with no stream open since `from` has one again at the latest, unless it
+    /// chose otherwise: the silence noticed and the capped backoff (`recovery_ms`), pushed out
+    /// (as in [`Self::reconnect_due_past`]) by every fault that can keep a stream or a session
+    /// down: a restart, a cut, a stall, a held link, a refusal window. Past it the outage is the
+    /// bridge's doing (it did not reconnect, or gave the session up), not the fault's.
+    fn stream_due_by(&self, from: u64) -> u64 {
+        let faults = self.stories.global_faults.iter().filter(|(name, _, _)| name != "stdin_eof").map(|(name, start, end)| (*start, self.healed_ms(name, *start, *end)));
+        let windows: Vec<(u64, u64)> = faults.chain(self.stories.refusal_windows.iter().map(|(_, start, end)| (*start, *end))).collect();
+        self.due_past(&windows, from, from.saturating_add(self.recovery_ms()))
+    }
+
+    /// `due`, pushed out by each window `(start, healed)` that began by it and healed after
+    /// `from` (less a connect) to its heal, a connect pending then, and the capped backoff.
+    fn due_past(&self, windows: &[(u64, u64)], from: u64, due: u64) -> u64 {
         let mut due = due;
         loop {
-            let healed = self.stories.global_faults.iter().filter(|(name, start, _)| faults.contains(&name.as_str()) && *start <= due).map(|(name, start, end)| self.healed_ms(name, *start, *end)).filter(|healed| healed + CONNECT_MS > from).max();
+            let healed = windows.iter().filter(|(start, healed)| *start <= due && healed + CONNECT_MS > from).map(|(_, healed)| *healed).max();
             let Some(healed) = healed else { return due };
             let next = due.max(healed + 2 * CONNECT_MS + MAX_BACKOFF_MS + 2 * self.slack_ms);
             if next == due {
@@ -296,7 +314,12 @@ impl Facts<'_> {
         // "Transport send error" for a call whose tool was running, and for one whose POST was
         // connecting; sdk_rmcp soak v1.sdk_rmcp.none.834c4f015692b487: a write POSTed on the
         // forgotten session just before the first 404, which the bridge may not send again). A
-        // bridge that fails it later is judged on that decision.
+        // bridge that fails it later is judged on that decision. So is one whose every POST came
+        // after the restart and met a 404: the relayer ran nothing of it and told the bridge so,
+        // which calls for a reconnect and a resend (MODEL.md §1.4), not a failure; the restart
+        // did not cut it in flight (supergateway 4.0.0 over Streamable HTTP,
+        // live.v1.relay.none.4696a795d76956b0: a call written 1.6 s after the relayer was back,
+        // failed on its own POST's 404, was excused as cut in flight).
         // A request whose tool the relayer had already run may not be sent again (it would run
         // twice), and its answer is gone with the relayer: failing it at any time before its
         // deadline is the one true outcome left, so its failure is not held to the moment the
@@ -307,8 +330,10 @@ impl Facts<'_> {
             // The 404 reaches the bridge a connect's time after the relayer wrote it.
             let learned = if told == u64::MAX { restart } else { told + CONNECT_MS };
             let ran_before = story.execs.iter().any(|(_, at)| *at < restart);
+            let told_unrun = story.posts.iter().all(|p| p.at_ms >= restart) && story.posts.iter().any(|p| p.status == 404 && !p.reset);
             let failed_by = if ran_before { request.at_ms + self.call_timeout_ms + self.slack_ms } else { learned + CONNECT_MS + 2 * self.slack_ms };
             request.at_ms <= learned
+                && !told_unrun
                 && !story.sent.iter().any(|sent| self.stories.on_its_way(sent, self.slack_ms, restart))
                 && request.answered.as_ref().is_some_and(|a| a.at_ms >= restart && a.at_ms <= failed_by)
         });
@@ -421,7 +446,14 @@ impl Facts<'_> {
         // a stream is back, the request needs only a connect, its POST's round trip and its
         // tool's run (as observed) before its deadline; an outage that healed in time excuses
         // nothing, and a bridge that gave up during it is judged on that decision.
-        if let Some(back) = self.stories.back_after_outage(request.at_ms, end) {
+        // The outage excuses only as long as a fault could keep it: a bridge that never
+        // reconnects (or gives its session up) past the faults' heal and its backoff is judged
+        // (supergateway 4.0.0 over Streamable HTTP, live.v1.relay.none.4696a795d76956b0: its
+        // session forgotten by a restart at 35 036 ms, every call failed "404 … Session not
+        // found" until stdin closed at 78 991 ms, no stream open again, all excused as "the
+        // bridge was reconnecting").
+        if let Some((lost, back)) = self.stories.last_outage(request.at_ms, end) {
+            let back = back.min(self.stream_due_by(lost));
             if back.saturating_add(CONNECT_MS + 2 * self.slack_ms + run) >= deadline {
                 return Some("no stream was open until too late for it to be served (the bridge was reconnecting)");
             }

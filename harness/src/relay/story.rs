@@ -687,12 +687,13 @@ impl Stories {
     /// could not be carried. (Before the first stream the bridge owes a prompt connect: that
     /// wait excuses nothing.)
     pub fn no_stream_during(&self, from: u64, to: u64) -> bool {
-        self.back_after_outage(from, to).is_some()
+        self.last_outage(from, to).is_some()
     }
 
-    /// When a stream was open again after the last moment of `[from, to]` with none open (as in
-    /// [`Self::no_stream_during`]), if there was such a moment; `u64::MAX` if none opened again.
-    pub fn back_after_outage(&self, from: u64, to: u64) -> Option<u64> {
+    /// The last stretch with no stream open (as in [`Self::no_stream_during`]) that began by
+    /// `to`: from when in `[from, to]` it held, to when a stream was open again (`u64::MAX` if
+    /// none opened again), if there was such a stretch.
+    pub fn last_outage(&self, from: u64, to: u64) -> Option<(u64, u64)> {
         let mut spans: Vec<(u64, u64)> = self.streams.iter().map(|s| (s.opened_ms, s.closed_ms.unwrap_or(u64::MAX))).collect();
         spans.sort_unstable();
         let mut covered: Vec<(u64, u64)> = Vec::new();
@@ -709,7 +710,7 @@ impl Stories {
             let next = covered.get(n + 1).map_or(u64::MAX, |span| span.0);
             let moment = closed.max(from);
             if moment <= to && moment < next {
-                back = Some(next);
+                back = Some((moment, next));
             }
         }
         back

@@ -833,6 +833,26 @@ fn sdk_rmcp_request_connecting_as_another_met_the_404_goes_on_the_next() {
     assert!(call.pointer("/result/content").is_some(), "call 0 is served on the new session: {call}");
 }
 
+// Goal: a notification's 404 leaves a forgotten session only once the request POSTs in flight on
+// it have settled, as a request's 404 does (issue #28; sdk hunt seed 0x64c14a7,
+// v1.sdk.none.62ec13de855a51b8, shrunk). After a restart at 92 000 ms, the client wrote calls
+// -3, 0, 8, 9, 10 and a roots notification at once; the notification's 404 left the session
+// while the POSTs of calls 0 and 10 had their connections but not yet their own 404s, and both
+// were failed "Transport closed" as calls that may have run, though the server ran neither.
+// `user_outcomes` saw it once a request that met its own 404 after a restart was no longer
+// excused as cut in flight. The bridge's flush now waits for the session's POSTs to settle
+// before leaving (`Proxy::flush`); without that wait this race fails `user_outcomes` on calls 0
+// and 10 (shown when it landed).
+#[test]
+fn sdk_calls_in_flight_cut_by_a_notifications_404_go_on_the_next() {
+    let outcome = race("calls_in_flight_cut_by_a_notifications_404");
+    assert_eq!(outcome.violations, vec![]);
+    let served: Vec<String> = outcome.trace.of_kind(kind::MCP_RECV).map(|(_, e)| e.text("msg")).filter(|msg| msg.contains(": done")).collect();
+    for action in ["remember a6: done", "remember a11: done"] {
+        assert!(served.iter().any(|msg| msg.contains(action)), "{action} reaches the client: {served:?}");
+    }
+}
+
 // Goal: the mock server never gives two of its requests one id (a harness error an sdk soak
 // found, v1.sdk.none.89f3376db31cf524, shrunk): a `ping` and a `roots/list` drawn for the same
 // millisecond were both `srv-4172`; rmcp's answer to the ping was taken for the client's answer
