@@ -32,9 +32,9 @@ def of_bridge(bridge, **names):
     return names.get(bridge.replace('-', '_'), names.get('other'))
 
 
-def classify(bridge, oracle, detail, oracles=()):
-    """The class of one verdict (`oracles`: every oracle its case broke), or None when no rule
-    explains it."""
+def classify(bridge, oracle, detail, oracles=(), others=()):
+    """The class of one verdict (`oracles`: every oracle its case broke; `others`: the details of
+    its case's verdicts), or None when no rule explains it."""
     if oracle in ('user_outcomes', 'bounded_latency') and big_id(detail) and 'never answered' in detail:
         return of_bridge(bridge, supergateway='S5', mcp_remote='M8', other='big id')
     # A line with no method (an invalid request) is named by its id alone.
@@ -75,6 +75,29 @@ def classify(bridge, oracle, detail, oracles=()):
 
     if oracle == 'user_outcomes' and "timed out after 30s waiting for the remote server to answer 'initialize'" in detail:
         return 'M3'
+    # Over HTTP+SSE the SDK's transport throws a plain Error on a 404, which mcp-remote's
+    # isSessionExpired (an SdkHttpError with a session id) does not take for an expired session:
+    # the call is failed with the 404 instead of sent again once the session is re-established
+    # (M9; the twenty-third round replayed c9bc8b380b8ea0a6, 3 of 3). Until 8331ad3 a 404 excused
+    # the failure as a refusal.
+    if oracle == 'user_outcomes' and bridge == 'mcp-remote' and 'Error POSTing to endpoint (HTTP 404)' in detail:
+        return 'M9'
+    # supergateway over HTTP+SSE answers the SDK transport's 404 error as it came (S8, the
+    # HTTP+SSE face of S6; the twenty-third round replayed c9bc8b380b8ea0a6).
+    if oracle == 'user_outcomes' and bridge == 'supergateway' and 'Error POSTing to endpoint (HTTP 404)' in detail:
+        return 'S8'
+    # A request never answered whose reply the same case's reply_accounting saw lost at the end
+    # of a lone-CR stream: the user's face of that loss (judged by user_outcomes since H20, when
+    # the POST stream's end no longer counted as an outage the bridge was reconnecting from).
+    request = re.match(r'(\S+ id \S+): no fault forced its outcome, never answered', detail)
+    if oracle == 'user_outcomes' and request and any(
+            f'the reply to {request.group(1)} ' in other and re.search(r'framed cr(\+|\))', other) for other in others):
+        return 'lone CR, a reply'
+    # After a restart supergateway keeps the forgotten session over Streamable HTTP and fails
+    # every call with the server's 404 (S6). Until this round user_outcomes excused those as cut
+    # in flight by the restart, or as an outage "while the bridge was reconnecting" it never ended.
+    if oracle == 'user_outcomes' and bridge == 'supergateway' and 'Session not found' in detail:
+        return 'S6'
     if oracle == 'user_outcomes' and ('"code":0,"message":""' in detail
                                       or '"text":"","type":"text"}],"isError":true' in detail
                                       or 'never sent it again and never answered it' in detail):
@@ -130,7 +153,7 @@ def main():
     for case in failed:
         shown = set()
         for v in case['violations']:
-            name = classify(bridge, v['oracle'], v['detail'], case['oracles'])
+            name = classify(bridge, v['oracle'], v['detail'], case['oracles'], [w['detail'] for w in case['violations']])
             if name is None:
                 unexplained.append((case['token'], v['oracle'], v['detail'][:240]))
             else:
