@@ -71,6 +71,19 @@ pub fn orphaned_call() -> Scenario {
     relay(1, fast_timing(30_000, 2_000), steps, vec![RelayFault::LateReply { step: 2, delay_ms: 4_000 }])
 }
 
+/// A closed-out id outlives its retention: the orphaned call, and the client stays for a last
+/// call 612 s on. The bridge must have forgotten the closed-out id by then (MODEL.md §1.4: a
+/// bounded retention window, 600 s), so its end-of-run report keeps none older than the window
+/// (`quiescence`). No generated case runs that long past a close-out (relay mutation shard
+/// 20/96's survivor: `ClosedOut::expire` made a no-op).
+pub fn closed_out_past_its_retention() -> Scenario {
+    let mut steps = handshake();
+    steps.push(call(300, 1, Tool::Remember, 100));
+    steps.push(call(612_000, 2, Tool::Recall, 50));
+    let timing = Timing { keepalive_ms: 3_000, ..fast_timing(30_000, 2_000) };
+    relay(1, timing, steps, vec![RelayFault::LateReply { step: 2, delay_ms: 4_000 }])
+}
+
 /// A deadline that falls on a sweep: twenty calls, admitted 50 ms apart (one tick of this
 /// timing) while every reply is withheld, so one of them is admitted in step with the sweeper
 /// (3 000 ms deadline, 1 000 ms sweep period) and its deadline ends exactly on a sweep. The

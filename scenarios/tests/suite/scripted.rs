@@ -756,6 +756,7 @@ fn mutants_gate_relay() {
         scenarios::revoked_initialized(),
         scenarios::refused_initialized_then_quiet(),
         scenarios::accepted_call_replayed_into_resets(),
+        scenarios::closed_out_past_its_retention(),
     ];
     for scenario in scripted {
         assert_eq!(run(&scenario).violations, vec![]);
@@ -777,6 +778,23 @@ fn mutants_gate_relay() {
     // mutation shard 5/48's survivor). No race holds that case, so the gate runs its test; with
     // the mutant, `user_outcomes` fails it since the refusal-ahead excuse was narrowed.
     replays_owed_are_sent_once_a_refusal_ends_for_a_client_without_a_handshake();
+}
+
+// Goal: a closed-out id is forgotten once its retention window has passed (MODEL.md §1.4), and
+// `quiescence` fails a bridge that keeps it. Method: the orphaned call, then a last call 612 s
+// on; the bridge's end-of-run report must hold no closed-out id. Relay mutation shard 20/96's
+// survivor (`ClosedOut::expire` made a no-op) passed the gate, whose cases never run that long
+// past a close-out; the gate now runs this scenario, and with that mutant `quiescence` fails it
+// ("keeps a closed-out id … ms old", shown when it landed).
+#[test]
+fn a_closed_out_id_is_forgotten_after_its_retention() {
+    let outcome = run(&scenarios::closed_out_past_its_retention());
+    assert_eq!(outcome.violations, vec![]);
+    let closed_out = events(&outcome, kind::MCP_RECV).iter().filter(|e| e.text("msg").contains("no reply within")).count();
+    assert_eq!(closed_out, 1, "call 1 is closed out");
+    let report = events(&outcome, kind::BRIDGE_REPORT);
+    assert_eq!(report.len(), 1, "the bridge reports once, at the end");
+    assert_eq!(report[0].num("closed_out"), 0, "the closed-out id was forgotten");
 }
 
 // Goal: a POST in flight when its request is closed out is that request's, though the client has
