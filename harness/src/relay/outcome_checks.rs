@@ -68,8 +68,14 @@ impl Facts<'_> {
     /// the capped backoff (MODEL.md §1: `min(15 000, 500·2^attempt)`), however many attempts
     /// failed. A fixpoint: a fault that begins before the pushed-out bound pushes it again.
     pub(super) fn reconnect_due_past(&self, faults: &[&str], from: u64, due: u64) -> u64 {
-        let windows: Vec<(u64, u64)> = self.stories.global_faults.iter().filter(|(name, _, _)| faults.contains(&name.as_str())).map(|(name, start, end)| (*start, self.healed_ms(name, *start, *end))).collect();
+        let windows: Vec<(u64, u64)> = self.healing(|name| faults.contains(&name)).collect();
         self.due_past(&windows, from, due)
+    }
+
+    /// The global faults `keep` names, each as `(start, healed)` ([`Self::healed_ms`]).
+    fn healing<'a>(&'a self, keep: impl Fn(&str) -> bool + 'a) -> impl Iterator<Item = (u64, u64)> + 'a {
+        let kept = self.stories.global_faults.iter().filter(move |(name, _, _)| keep(name));
+        kept.map(|(name, start, end)| (*start, self.healed_ms(name, *start, *end)))
     }
 
     /// By when a bridge with no stream open since `from` has one again at the latest, unless it
@@ -78,8 +84,8 @@ impl Facts<'_> {
     /// down: a restart, a cut, a stall, a held link, a refusal window. Past it the outage is the
     /// bridge's doing (it did not reconnect, or gave the session up), not the fault's.
     fn stream_due_by(&self, from: u64) -> u64 {
-        let faults = self.stories.global_faults.iter().filter(|(name, _, _)| name != "stdin_eof").map(|(name, start, end)| (*start, self.healed_ms(name, *start, *end)));
-        let windows: Vec<(u64, u64)> = faults.chain(self.stories.refusal_windows.iter().map(|(_, start, end)| (*start, *end))).collect();
+        let refusals = self.stories.refusal_windows.iter().map(|(_, start, end)| (*start, *end));
+        let windows: Vec<(u64, u64)> = self.healing(|name| name != "stdin_eof").chain(refusals).collect();
         self.due_past(&windows, from, from.saturating_add(self.recovery_ms()))
     }
 
@@ -326,11 +332,12 @@ impl Facts<'_> {
         // bridge learned (sdk soak v1.sdk.none.b61b267711576fa0: run at 14 600 ms, its stream cut
         // by a flap, the restart at 15 000 ms, failed at 16 050 ms once the bridge had a new
         // session).
+        let met_404 = story.posts.iter().any(|p| p.status == 404 && !p.reset);
         let restarted = self.stories.restarts.iter().any(|&(restart, told)| {
             // The 404 reaches the bridge a connect's time after the relayer wrote it.
             let learned = if told == u64::MAX { restart } else { told + CONNECT_MS };
             let ran_before = story.execs.iter().any(|(_, at)| *at < restart);
-            let told_unrun = story.posts.iter().all(|p| p.at_ms >= restart) && story.posts.iter().any(|p| p.status == 404 && !p.reset);
+            let told_unrun = met_404 && story.posts.iter().all(|p| p.at_ms >= restart);
             let failed_by = if ran_before { request.at_ms + self.call_timeout_ms + self.slack_ms } else { learned + CONNECT_MS + 2 * self.slack_ms };
             request.at_ms <= learned
                 && !told_unrun

@@ -704,16 +704,16 @@ impl Stories {
             }
         }
         let from = from.max(covered.first()?.0);
-        let mut back = None;
+        let mut last = None;
         for (n, &(_, closed)) in covered.iter().enumerate() {
             // The gap from this span's close to the next one's open.
             let next = covered.get(n + 1).map_or(u64::MAX, |span| span.0);
             let moment = closed.max(from);
             if moment <= to && moment < next {
-                back = Some((moment, next));
+                last = Some((moment, next));
             }
         }
-        back
+        last
     }
 }
 
